@@ -1,0 +1,35 @@
+//! One module per subcommand. Each has an `Args` (clap) and a `run` that
+//! returns the process exit code or an error.
+
+use std::process::ExitCode;
+
+pub mod bench;
+pub mod classes;
+pub mod coordinator;
+pub mod count_band;
+pub mod run;
+pub mod status;
+pub mod submit;
+pub mod verify;
+pub mod worker;
+
+/// A user error (bad input): exit code 2, as clap uses for bad arguments.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Bad input exits 2; anything else that went wrong exits 1.
+pub fn exit_code_for(error: &anyhow::Error) -> ExitCode {
+    if error.chain().any(|cause| cause.is::<UsageError>() || cause.is::<census_math::BandError>()) {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    }
+}

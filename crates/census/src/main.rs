@@ -1,0 +1,66 @@
+//! The `census` command. Each subcommand lives in its own module under
+//! `commands/`; this file only parses the command line and dispatches.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod commands;
+
+/// Count every 9x9 Sudoku grid exactly, the way Felgenhauer and Jarvis did,
+/// on one machine (`census run`) or across a cluster (`census coordinator`
+/// and `census worker`).
+///
+/// Every setting of the long-running roles can also be given as an
+/// environment variable (shown as [env: ...]).
+#[derive(Parser)]
+#[command(name = "census", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the whole census on this machine: coordinator and workers in one process.
+    Run(commands::run::Args),
+    /// Serve the census over gRPC, with its state in a database.
+    Coordinator(commands::coordinator::Args),
+    /// Lease jobs from a coordinator, count them and report the counts.
+    Worker(commands::worker::Args),
+    /// Create a run on a running coordinator.
+    Submit(commands::submit::Args),
+    /// Show a run's progress, or its result when it is done.
+    Status(commands::status::Args),
+    /// Compare the totals of finished runs of different stages.
+    Verify(commands::verify::Args),
+    /// Print the class table of a stage.
+    Classes(commands::classes::Args),
+    /// Count the completions of one band, seed by seed.
+    CountBand(commands::count_band::Args),
+    /// Count a whole stage in-process (no store) and report the speed.
+    Bench(commands::bench::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Run(args) => commands::run::run(args),
+        Command::Coordinator(args) => commands::coordinator::run(args),
+        Command::Worker(args) => commands::worker::run(args),
+        Command::Submit(args) => commands::submit::run(args),
+        Command::Status(args) => commands::status::run(args),
+        Command::Verify(args) => commands::verify::run(args),
+        Command::Classes(args) => commands::classes::run(args),
+        Command::CountBand(args) => commands::count_band::run(args),
+        Command::Bench(args) => commands::bench::run(args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            // One line, no backtrace: the message names what was wrong.
+            eprintln!("census: error: {error:#}");
+            commands::exit_code_for(&error)
+        }
+    }
+}
