@@ -7,7 +7,12 @@
 //! other crate can trust it and test it in isolation.
 
 pub mod band;
+pub mod catalogue;
+pub mod classes;
 pub mod seed;
+pub mod stage;
 
 pub use band::{Band, BandError};
+pub use classes::{Class, ClassTable};
 pub use seed::{SEEDS, Seed};
+pub use stage::{Stage, UnknownStage};

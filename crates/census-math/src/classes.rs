@@ -1,0 +1,334 @@
+//! Class tables: the catalogue bands joined by a stage's moves.
+//!
+//! A class is a connected component of the graph on the 36,288 catalogue
+//! bands with an edge from X to normalize(move(X)) for every move of the
+//! stage. Moves that form a group (stacks, columns, rows) are applied as
+//! generators; the others are applied in every instance. Every move keeps the
+//! number of completions, so one representative per class is counted.
+
+use std::collections::HashMap;
+
+use crate::band::Band;
+use crate::catalogue::{self, normalize_cells};
+use crate::stage::Stage;
+
+/// One class of a stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Class {
+    /// The class's number: its position in the order of representatives.
+    pub id: u32,
+    /// The least band of the class in string order.
+    pub representative: Band,
+    /// The number of catalogue bands in the class.
+    pub size: u64,
+}
+
+/// The classes of a stage, and a lookup from any valid band to its class.
+///
+/// ```
+/// use census_math::{Band, ClassTable, Stage};
+/// let table = ClassTable::build(Stage::Russell);
+/// assert_eq!(table.classes().len(), 44);
+/// let band: Band = "123478569456139278789256134".parse().unwrap();
+/// assert_eq!(table.classes()[table.class_of(&band) as usize].size, 2_484);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClassTable {
+    stage: Stage,
+    catalogue: Vec<Band>,
+    class_of_index: Vec<u32>,
+    classes: Vec<Class>,
+}
+
+impl ClassTable {
+    /// Builds the class table of a stage from scratch.
+    pub fn build(stage: Stage) -> ClassTable {
+        let catalogue = catalogue::catalogue();
+        let index: HashMap<[u8; 27], u32> =
+            catalogue.iter().enumerate().map(|(i, band)| (*band.cells(), i as u32)).collect();
+        let mut components = UnionFind::new(catalogue.len());
+
+        let mut join = |from: usize, moved: &[u8; 27]| {
+            let target = index[&normalize_cells(moved)];
+            components.union(from as u32, target);
+        };
+        let moves = Moves::of(stage);
+        for (i, band) in catalogue.iter().enumerate() {
+            let cells = band.cells();
+            if moves.stacks {
+                for_each_stack_generator(cells, |moved| join(i, moved));
+            }
+            if moves.columns {
+                for_each_column_generator(cells, |moved| join(i, moved));
+            }
+            if moves.rows {
+                for_each_row_generator(cells, |moved| join(i, moved));
+            }
+            if moves.rectangles {
+                for_each_rectangle(cells, |moved| join(i, moved));
+            }
+            if moves.row_subsets {
+                for_each_row_subset_swap(cells, |moved| join(i, moved));
+            }
+            if moves.column_swaps {
+                for_each_column_swap(cells, |moved| join(i, moved));
+            }
+        }
+        if moves.same_column_sets {
+            join_same_column_sets(&catalogue, &mut components);
+        }
+
+        // The catalogue is sorted, so a component's least index is its representative.
+        let mut class_of_root = HashMap::new();
+        let mut classes: Vec<Class> = Vec::new();
+        let mut class_of_index = Vec::with_capacity(catalogue.len());
+        for (i, band) in catalogue.iter().enumerate() {
+            let root = components.find(i as u32);
+            let id = *class_of_root.entry(root).or_insert_with(|| {
+                classes.push(Class { id: classes.len() as u32, representative: *band, size: 0 });
+                classes.len() as u32 - 1
+            });
+            classes[id as usize].size += 1;
+            class_of_index.push(id);
+        }
+        ClassTable { stage, catalogue, class_of_index, classes }
+    }
+
+    /// The stage this table belongs to.
+    pub fn stage(&self) -> Stage {
+        self.stage
+    }
+
+    /// The classes, in order of their representatives (`classes()[i].id == i`).
+    pub fn classes(&self) -> &[Class] {
+        &self.classes
+    }
+
+    /// The catalogue (36,288 normal-form bands, in string order).
+    pub fn catalogue(&self) -> &[Band] {
+        &self.catalogue
+    }
+
+    /// The class of any valid band: it is normalized, then looked up.
+    pub fn class_of(&self, band: &Band) -> u32 {
+        let normal = catalogue::normalize(band);
+        let i = catalogue::catalogue_index(&self.catalogue, &normal).expect("the normal form of a valid band is in the catalogue");
+        self.class_of_index[i]
+    }
+
+    /// The catalogue bands of a class, in string order.
+    pub fn members(&self, id: u32) -> impl Iterator<Item = &Band> + '_ {
+        self.catalogue.iter().zip(&self.class_of_index).filter(move |&(_, &class)| class == id).map(|(band, _)| band)
+    }
+}
+
+/// Which kinds of move a stage allows.
+#[derive(Default)]
+struct Moves {
+    stacks: bool,
+    columns: bool,
+    rows: bool,
+    rectangles: bool,
+    row_subsets: bool,
+    column_swaps: bool,
+    same_column_sets: bool,
+}
+
+impl Moves {
+    fn of(stage: Stage) -> Moves {
+        let base = Moves { stacks: true, columns: true, ..Moves::default() };
+        match stage {
+            Stage::Catalogue => Moves::default(),
+            Stage::StacksColumns => base,
+            Stage::Rows => Moves { rows: true, ..base },
+            Stage::Rectangles => Moves { rows: true, rectangles: true, ..base },
+            Stage::FelgenhauerJarvis => Moves { rows: true, row_subsets: true, column_swaps: true, ..base },
+            Stage::Russell => Moves { rows: true, same_column_sets: true, ..base },
+        }
+    }
+}
+
+fn swap_columns(cells: &mut [u8; 27], a: usize, b: usize) {
+    for r in 0..3 {
+        cells.swap(r * 9 + a, r * 9 + b);
+    }
+}
+
+/// Adjacent transpositions of the three stacks generate every stack order.
+fn for_each_stack_generator(cells: &[u8; 27], mut visit: impl FnMut(&[u8; 27])) {
+    for (a, b) in [(0, 1), (1, 2)] {
+        let mut moved = *cells;
+        for i in 0..3 {
+            swap_columns(&mut moved, a * 3 + i, b * 3 + i);
+        }
+        visit(&moved);
+    }
+}
+
+/// Adjacent transpositions inside each block generate every column order.
+fn for_each_column_generator(cells: &[u8; 27], mut visit: impl FnMut(&[u8; 27])) {
+    for block in 0..3 {
+        for (a, b) in [(0, 1), (1, 2)] {
+            let mut moved = *cells;
+            swap_columns(&mut moved, block * 3 + a, block * 3 + b);
+            visit(&moved);
+        }
+    }
+}
+
+fn for_each_row_generator(cells: &[u8; 27], mut visit: impl FnMut(&[u8; 27])) {
+    for (a, b) in [(0, 1), (1, 2)] {
+        let mut moved = *cells;
+        for c in 0..9 {
+            moved.swap(a * 9 + c, b * 9 + c);
+        }
+        visit(&moved);
+    }
+}
+
+fn for_each_rectangle(cells: &[u8; 27], mut visit: impl FnMut(&[u8; 27])) {
+    for (r1, r2) in [(0, 1), (0, 2), (1, 2)] {
+        for c1 in 0..9 {
+            for c2 in (c1 / 3 + 1) * 3..9 {
+                let (a, b) = (cells[r1 * 9 + c1], cells[r1 * 9 + c2]);
+                if cells[r2 * 9 + c2] == a && cells[r2 * 9 + c1] == b {
+                    let mut moved = *cells;
+                    moved.swap(r1 * 9 + c1, r2 * 9 + c1);
+                    moved.swap(r1 * 9 + c2, r2 * 9 + c2);
+                    visit(&moved);
+                }
+            }
+        }
+    }
+}
+
+/// Row-subset exchanges. The sets of columns on which two rows hold the same
+/// digits are exactly the unions of cycles of the permutation "column c goes
+/// to the column where the first row holds the second row's digit at c"; an
+/// exchange on a union of cycles is a composition of exchanges on single
+/// cycles, so the single cycles generate the same classes.
+fn for_each_row_subset_swap(cells: &[u8; 27], mut visit: impl FnMut(&[u8; 27])) {
+    for (r1, r2) in [(0, 1), (0, 2), (1, 2)] {
+        let mut column_of_digit = [0usize; 10];
+        for c in 0..9 {
+            column_of_digit[cells[r1 * 9 + c] as usize] = c;
+        }
+        let mut seen = 0u16;
+        for start in 0..9 {
+            if seen & 1 << start != 0 {
+                continue;
+            }
+            let mut moved = *cells;
+            let mut c = start;
+            while seen & 1 << c == 0 {
+                seen |= 1 << c;
+                moved.swap(r1 * 9 + c, r2 * 9 + c);
+                c = column_of_digit[cells[r2 * 9 + c] as usize];
+            }
+            visit(&moved);
+        }
+    }
+}
+
+fn for_each_column_swap(cells: &[u8; 27], mut visit: impl FnMut(&[u8; 27])) {
+    let mask = |c: usize| (0..3).fold(0u16, |m, r| m | 1 << cells[r * 9 + c]);
+    for c1 in 0..9 {
+        for c2 in (c1 / 3 + 1) * 3..9 {
+            if mask(c1) == mask(c2) {
+                let mut moved = *cells;
+                swap_columns(&mut moved, c1, c2);
+                visit(&moved);
+            }
+        }
+    }
+}
+
+/// Same column sets (Ed Russell). A valid band Y with the column sets of a
+/// catalogue band X normalizes to a catalogue band Z exactly when Y is Z with
+/// B2 and B3's columns reordered and its digits permuted inside each of B1's
+/// columns ({1,4,7}, {2,5,8}, {3,6,9}: the only relabellings that keep B1's
+/// column sets). So X and Z are joined exactly when the column sets of B2 and
+/// B3 agree up to those 216 relabellings and the 72 column orders; the least
+/// such arrangement is a key, and bands with equal keys form one class.
+fn join_same_column_sets(catalogue: &[Band], components: &mut UnionFind) {
+    let relabellings = b1_column_relabellings();
+    let mut first_with_key: HashMap<u64, u32> = HashMap::with_capacity(catalogue.len());
+    for (i, band) in catalogue.iter().enumerate() {
+        let masks: [u16; 6] = std::array::from_fn(|k| band.column_mask(3 + k));
+        let key = relabellings
+            .iter()
+            .map(|map| {
+                let moved: [u16; 6] = std::array::from_fn(|k| relabel_mask(masks[k], map));
+                column_order_key(moved)
+            })
+            .min()
+            .expect("there are 216 relabellings");
+        let first = *first_with_key.entry(key).or_insert(i as u32);
+        components.union(first, i as u32);
+    }
+}
+
+/// The 216 digit maps that permute digits only inside {1,4,7}, {2,5,8}, {3,6,9}.
+fn b1_column_relabellings() -> Vec<[u8; 10]> {
+    const PERMUTATIONS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    let mut maps = Vec::with_capacity(216);
+    for p in PERMUTATIONS {
+        for q in PERMUTATIONS {
+            for s in PERMUTATIONS {
+                let mut map = [0u8; 10];
+                for (column, perm) in [p, q, s].iter().enumerate() {
+                    let digits = [column + 1, column + 4, column + 7];
+                    for k in 0..3 {
+                        map[digits[k]] = digits[perm[k]] as u8;
+                    }
+                }
+                maps.push(map);
+            }
+        }
+    }
+    maps
+}
+
+fn relabel_mask(mask: u16, map: &[u8; 10]) -> u16 {
+    (1..=9).filter(|&d| mask & 1 << d != 0).fold(0, |m, d| m | 1 << map[d])
+}
+
+/// A key for six column sets (B2's, then B3's) that ignores the order of the
+/// columns inside each block and the order of the two blocks.
+fn column_order_key(masks: [u16; 6]) -> u64 {
+    let mut b2 = [masks[0], masks[1], masks[2]];
+    let mut b3 = [masks[3], masks[4], masks[5]];
+    b2.sort_unstable();
+    b3.sort_unstable();
+    let (first, second) = if b2 <= b3 { (b2, b3) } else { (b3, b2) };
+    first.iter().chain(&second).fold(0u64, |key, &m| key << 10 | u64::from(m >> 1))
+}
+
+struct UnionFind {
+    parent: Vec<u32>,
+}
+
+impl UnionFind {
+    fn new(n: usize) -> UnionFind {
+        UnionFind { parent: (0..n as u32).collect() }
+    }
+
+    fn find(&mut self, mut x: u32) -> u32 {
+        while self.parent[x as usize] != x {
+            let grandparent = self.parent[self.parent[x as usize] as usize];
+            self.parent[x as usize] = grandparent;
+            x = grandparent;
+        }
+        x
+    }
+
+    fn union(&mut self, a: u32, b: u32) {
+        let (ra, rb) = (self.find(a), self.find(b));
+        // The smaller index stays the root, so roots are least members.
+        if ra < rb {
+            self.parent[rb as usize] = ra;
+        } else if rb < ra {
+            self.parent[ra as usize] = rb;
+        }
+    }
+}
