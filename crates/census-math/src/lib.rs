@@ -9,10 +9,12 @@
 pub mod band;
 pub mod catalogue;
 pub mod classes;
+pub mod counter;
 pub mod seed;
 pub mod stage;
 
 pub use band::{Band, BandError};
 pub use classes::{Class, ClassTable};
+pub use counter::{Counter, CounterKind, MAX_SEED_COUNT};
 pub use seed::{SEEDS, Seed};
 pub use stage::{Stage, UnknownStage};
