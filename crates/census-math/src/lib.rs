@@ -12,6 +12,7 @@ pub mod classes;
 pub mod counter;
 pub mod seed;
 pub mod stage;
+pub mod total;
 
 pub use band::{Band, BandError};
 pub use classes::{Class, ClassTable};
