@@ -251,16 +251,17 @@ fn for_each_column_swap(cells: &[u8; 27], mut visit: impl FnMut(&[u8; 27])) {
 /// B3 agree up to those 216 relabellings and the 72 column orders; the least
 /// such arrangement is a key, and bands with equal keys form one class.
 fn join_same_column_sets(catalogue: &[Band], components: &mut UnionFind) {
-    let relabellings = b1_column_relabellings();
+    // Each relabelling as a table from a 9-bit set (digits 1-9 as bits 0-8) to its image.
+    let relabellings: Vec<Vec<u16>> = b1_column_relabellings()
+        .iter()
+        .map(|map| (0u16..512).map(|set| relabel_mask(set << 1, map) >> 1).collect())
+        .collect();
     let mut first_with_key: HashMap<u64, u32> = HashMap::with_capacity(catalogue.len());
     for (i, band) in catalogue.iter().enumerate() {
-        let masks: [u16; 6] = std::array::from_fn(|k| band.column_mask(3 + k));
+        let masks: [usize; 6] = std::array::from_fn(|k| usize::from(band.column_mask(3 + k) >> 1));
         let key = relabellings
             .iter()
-            .map(|map| {
-                let moved: [u16; 6] = std::array::from_fn(|k| relabel_mask(masks[k], map));
-                column_order_key(moved)
-            })
+            .map(|image| column_order_key(masks.map(|m| image[m])))
             .min()
             .expect("there are 216 relabellings");
         let first = *first_with_key.entry(key).or_insert(i as u32);
@@ -293,15 +294,15 @@ fn relabel_mask(mask: u16, map: &[u8; 10]) -> u16 {
     (1..=9).filter(|&d| mask & 1 << d != 0).fold(0, |m, d| m | 1 << map[d])
 }
 
-/// A key for six column sets (B2's, then B3's) that ignores the order of the
-/// columns inside each block and the order of the two blocks.
+/// A key for six column sets (B2's, then B3's, as 9-bit sets) that ignores
+/// the order of the columns inside each block and the order of the two blocks.
 fn column_order_key(masks: [u16; 6]) -> u64 {
     let mut b2 = [masks[0], masks[1], masks[2]];
     let mut b3 = [masks[3], masks[4], masks[5]];
     b2.sort_unstable();
     b3.sort_unstable();
     let (first, second) = if b2 <= b3 { (b2, b3) } else { (b3, b2) };
-    first.iter().chain(&second).fold(0u64, |key, &m| key << 10 | u64::from(m >> 1))
+    first.iter().chain(&second).fold(0u64, |key, &m| key << 10 | u64::from(m))
 }
 
 struct UnionFind {

@@ -25,6 +25,16 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// Parses a stage for clap: a class count or a name.
+pub fn parse_stage(text: &str) -> Result<census_math::Stage, census_math::UnknownStage> {
+    text.parse()
+}
+
+/// Parses a counter name for clap.
+pub fn parse_counter(text: &str) -> Result<census_math::CounterKind, census_math::counter::UnknownCounter> {
+    text.parse()
+}
+
 /// Bad input exits 2; anything else that went wrong exits 1.
 pub fn exit_code_for(error: &anyhow::Error) -> ExitCode {
     if error.chain().any(|cause| cause.is::<UsageError>() || cause.is::<census_math::BandError>()) {
