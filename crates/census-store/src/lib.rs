@@ -9,14 +9,54 @@
 //! This crate knows SQL and the census's mathematics (to validate bands and
 //! bound counts); it knows nothing of gRPC, workers or the command line.
 //!
-//! CONTRACT (written before the implementation, so the coordinator can be
-//! built against it): the types and the trait below. The implementation may
-//! add to them; changes to existing signatures must be reflected in every
-//! caller.
+//! ```no_run
+//! # async fn demo() -> Result<(), census_store::StoreError> {
+//! let store = census_store::connect("census.db", census_store::StoreConfig::default()).await?;
+//! for run in store.list_runs().await? {
+//!     println!("run {} ({}): {}/{} jobs done", run.run_id, run.spec.stage, run.jobs_done, run.jobs_total);
+//! }
+//! # Ok(()) }
+//! ```
 
+mod sql;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+
+pub use sql::SqlStore;
+
+/// Settings that are not part of a run's identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// After this many attempts, a failing job is failed for good.
+    pub max_attempts: u32,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig { max_attempts: 5 }
+    }
+}
+
+/// Opens (creating if needed) the store at `url` and runs its migrations:
+/// `postgres://...` or `postgresql://...` is Postgres; `sqlite://PATH`,
+/// `sqlite:PATH` or a bare path is an SQLite file.
+pub async fn connect(url: &str, config: StoreConfig) -> Result<Arc<dyn JobStore>, StoreError> {
+    Ok(Arc::new(SqlStore::connect(url, config).await?))
+}
+
+/// A run as listed: its identity, its spec and how far it got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    pub run_id: RunId,
+    pub spec: RunSpec,
+    pub classes: u64,
+    pub jobs_total: u64,
+    pub jobs_done: u64,
+    pub is_final: bool,
+}
 
 /// The identity of a run in the store.
 pub type RunId = i64;
@@ -163,8 +203,16 @@ pub enum StoreError {
     Invalid(String),
     #[error("the stored total {stored} does not equal the exact total {computed}")]
     TotalMismatch { stored: String, computed: String },
+    #[error("the database {url} cannot be opened: {reason}")]
+    Connect { url: String, reason: String },
     #[error("database error: {0}")]
     Database(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> StoreError {
+        StoreError::Database(error.to_string())
+    }
 }
 
 /// The queue of record. See the crate documentation for the semantics.
@@ -173,12 +221,21 @@ pub trait JobStore: Send + Sync {
     /// Creates the run, its classes and one job per (class, seed); returns the
     /// existing run if one with the same spec exists.
     async fn create_run(&self, spec: &RunSpec, classes: &[ClassSpec]) -> Result<RunId, StoreError>;
+    /// Every run, oldest first.
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
     /// Leases up to `max` pending (or expired) jobs of any unfinished run, or of `run` only.
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError>;
     /// Extends the leases still held by `worker`.
     async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError>;
     /// Records a result, marks the job done and adds to its class, in one transaction.
-    async fn complete(&self, completion: &Completion) -> Result<CompleteOutcome, StoreError>;
+    async fn complete(&self, completion: &Completion) -> Result<CompleteOutcome, StoreError> {
+        let mut outcomes = self.complete_many(std::slice::from_ref(completion)).await?;
+        outcomes.pop().expect("one outcome per completion")
+    }
+    /// Records a batch of results in one transaction. A completion that is
+    /// refused (stale token, unknown job, absurd count) is refused alone:
+    /// the others in the batch are still recorded.
+    async fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError>;
     /// Records a failure; after the maximum attempts the job is failed.
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError>;
     async fn progress(&self, run: RunId) -> Result<Progress, StoreError>;

@@ -1,1 +1,210 @@
-//! Not yet built.
+//! Test harness: a throw-away PostgreSQL server for the census's tests.
+//!
+//! [`server_url`] gives the URL of a server for this test process: the one
+//! named by `CENSUS_TEST_DATABASE_URL` if set, otherwise a fresh cluster made
+//! with `initdb` in a temporary directory and started with `postgres` on a
+//! free loopback port. [`fresh_database`] creates an empty database on it for
+//! one test. When the binaries are missing or the server does not start, the
+//! harness panics with the reason: a Postgres test never skips silently.
+//!
+//! This crate is for tests only; nothing in the census depends on it at run time.
+//! The server dies with the test process (it is given a parent-death signal),
+//! and its directory is removed by the next harness that starts.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The environment variable naming a server to use instead of a throw-away one.
+pub const URL_VARIABLE: &str = "CENSUS_TEST_DATABASE_URL";
+
+const USER: &str = "census";
+
+/// The base URL (ending in the database name `postgres`) of this process's server.
+pub fn server_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| match std::env::var(URL_VARIABLE) {
+        Ok(url) if !url.is_empty() => url,
+        _ => start_server_on_a_lasting_thread(),
+    })
+}
+
+/// Creates a new, empty database on the server and returns its URL.
+pub fn fresh_database() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let name = format!("census_test_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let base = server_url();
+    let psql = find_binary("psql");
+    let status = Command::new(&psql)
+        .arg(base)
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", &format!("CREATE DATABASE {name}")])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", psql.display()));
+    assert!(status.success(), "CREATE DATABASE {name} failed on {base}");
+    match base.rfind('/') {
+        Some(slash) => {
+            let (server, rest) = base.split_at(slash);
+            let query = rest.find('?').map(|q| &rest[q..]).unwrap_or("");
+            format!("{server}/{name}{query}")
+        }
+        None => panic!("{URL_VARIABLE} must be a postgres:// URL, got {base}"),
+    }
+}
+
+/// Where PostgreSQL's server binaries are: next to `initdb` on PATH (through
+/// its symlink), or under /usr/lib/postgresql/<version>/bin.
+fn find_binary(name: &str) -> PathBuf {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            candidates.push(dir.join(name));
+            if let Ok(initdb) = std::fs::canonicalize(dir.join("initdb")) {
+                candidates.push(initdb.with_file_name(name));
+            }
+        }
+    }
+    if let Ok(versions) = std::fs::read_dir("/usr/lib/postgresql") {
+        let mut dirs: Vec<PathBuf> = versions.flatten().map(|e| e.path().join("bin")).collect();
+        dirs.sort();
+        candidates.extend(dirs.into_iter().rev().map(|d| d.join(name)));
+    }
+    candidates.into_iter().find(|p| p.is_file()).unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL's `{name}` was not found on PATH or in /usr/lib/postgresql/*/bin; install the PostgreSQL \
+             server (Debian: postgresql-15) or set {URL_VARIABLE} to a server's URL"
+        )
+    })
+}
+
+/// PostgreSQL refuses to run as root; then the server runs as `postgres`.
+fn server_account() -> Option<(u32, u32)> {
+    // SAFETY: geteuid and getpwnam have no preconditions; the passwd record is read at once.
+    unsafe {
+        if libc::geteuid() != 0 {
+            return None;
+        }
+        let entry = libc::getpwnam(c"postgres".as_ptr());
+        assert!(!entry.is_null(), "running as root and there is no `postgres` user to run the test server as");
+        Some(((*entry).pw_uid, (*entry).pw_gid))
+    }
+}
+
+fn command_as(binary: &Path, account: Option<(u32, u32)>) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(binary);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if let Some((uid, gid)) = account {
+                if libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // After the credentials change, which would clear it: the server
+            // dies with the test process instead of outliving it.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    command
+}
+
+/// The parent-death signal fires when the *thread* that started the server
+/// ends, so the server is started by a thread that lives as long as the process.
+fn start_server_on_a_lasting_thread() -> String {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("census-testpg".into())
+        .spawn(move || {
+            let started = std::panic::catch_unwind(start_server);
+            let failed = started.is_err();
+            let _ = sender.send(started);
+            if !failed {
+                loop {
+                    std::thread::park();
+                }
+            }
+        })
+        .expect("spawn the test server's thread");
+    match receiver.recv().expect("the test server's thread reports") {
+        Ok(url) => url,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+fn start_server() -> String {
+    let initdb = find_binary("initdb");
+    let postgres = find_binary("postgres");
+    let account = server_account();
+    remove_stale_directories();
+
+    let dir = std::env::temp_dir().join(format!("census-testpg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the test server's directory");
+    if let Some((uid, gid)) = account {
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).expect("give the test server's directory to postgres");
+    }
+    let data = dir.join("data");
+    let output = command_as(&initdb, account)
+        .arg("-D")
+        .arg(&data)
+        .args(["-U", USER, "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", initdb.display()));
+    assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
+
+    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let log = std::fs::File::create(dir.join("server.log")).expect("create the server log");
+    if let Some((uid, gid)) = account {
+        std::os::unix::fs::chown(dir.join("server.log"), Some(uid), Some(gid)).expect("give the log to postgres");
+    }
+    command_as(&postgres, account)
+        .arg("-D")
+        .arg(&data)
+        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-k"])
+        .arg(&dir)
+        .args(["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", postgres.display()));
+
+    let url = format!("postgres://{USER}@127.0.0.1:{port}/postgres");
+    let psql = find_binary("psql");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = Command::new(&psql)
+            .arg(&url)
+            .args(["-q", "-c", "SELECT 1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ready {
+            return url;
+        }
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+            panic!("the test PostgreSQL server did not start within 60 s; its log:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Removes the directories of earlier test servers whose processes are gone.
+fn remove_stale_directories() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("census-testpg-")).and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}

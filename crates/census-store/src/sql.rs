@@ -1,0 +1,734 @@
+//! The one implementation of [`JobStore`], on Postgres or SQLite through
+//! sqlx's `Any` driver. The SQL is shared; the few places where the two
+//! dialects differ are the methods of [`Backend`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use census_math::total::{n0_from_s, s_from_classes};
+use census_math::{Band, MAX_SEED_COUNT};
+use num_bigint::BigUint;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+use crate::{
+    ClassSpec, ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobStore, Lease, Progress, RunId,
+    RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, WorkerProgress,
+};
+
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+impl Backend {
+    /// Row locks for the queue; SQLite has one writer at a time instead.
+    fn skip_locked(self) -> &'static str {
+        match self {
+            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        }
+    }
+
+    fn for_update(self) -> &'static str {
+        match self {
+            Backend::Postgres => "FOR UPDATE OF j",
+            Backend::Sqlite => "",
+        }
+    }
+
+    /// A decimal text parameter into a big-number column (NUMERIC in
+    /// Postgres, TEXT in SQLite, where NUMERIC would round N0 to a float).
+    fn big_number(self, parameter: &str) -> String {
+        match self {
+            Backend::Postgres => format!("CAST({parameter} AS NUMERIC)"),
+            Backend::Sqlite => parameter.to_string(),
+        }
+    }
+}
+
+/// Immutable facts about a run, cached so a lease needs no join.
+struct RunFacts {
+    counter: String,
+    representatives: HashMap<u32, String>,
+}
+
+/// The job store on Postgres or SQLite.
+pub struct SqlStore {
+    pool: AnyPool,
+    backend: Backend,
+    config: StoreConfig,
+    runs: Mutex<HashMap<RunId, Arc<RunFacts>>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_millis() as i64
+}
+
+/// A lease token prefix that differs between lease calls; the job id and
+/// attempt number complete it, so two attempts never share a token.
+fn token_salt() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    format!("{:016x}", hasher.finish())
+}
+
+/// A decimal string from the database as a big integer.
+fn big(text: &str) -> Result<BigUint, StoreError> {
+    // Postgres may print a NUMERIC with a fractional part of zeros.
+    let integer = text.split('.').next().unwrap_or(text);
+    integer.parse().map_err(|_| StoreError::Database(format!("{text:?} is not a whole number")))
+}
+
+impl SqlStore {
+    /// Opens the store at `url` (see [`crate::connect`]) and migrates it.
+    pub async fn connect(url: &str, config: StoreConfig) -> Result<SqlStore, StoreError> {
+        static DRIVERS: Once = Once::new();
+        DRIVERS.call_once(sqlx::any::install_default_drivers);
+        let failed = |error: &dyn std::fmt::Display| StoreError::Connect { url: url.to_string(), reason: error.to_string() };
+
+        let (backend, pool) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = AnyPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect(url)
+                .await
+                .map_err(|e| failed(&e))?;
+            (Backend::Postgres, pool)
+        } else {
+            let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
+            if path.is_empty() {
+                return Err(failed(&"no file name given"));
+            }
+            // One connection: SQLite has one writer at a time, and queuing
+            // here avoids busy errors on upgrading a read to a write.
+            let pool = AnyPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(300))
+                .after_connect(|connection, _| {
+                    Box::pin(async move {
+                        for pragma in [
+                            "PRAGMA journal_mode = WAL",
+                            "PRAGMA synchronous = NORMAL",
+                            "PRAGMA foreign_keys = ON",
+                            "PRAGMA busy_timeout = 30000",
+                        ] {
+                            sqlx::query(pragma).execute(&mut *connection).await?;
+                        }
+                        Ok(())
+                    })
+                })
+                .connect(&format!("sqlite://{path}?mode=rwc"))
+                .await
+                .map_err(|e| failed(&e))?;
+            (Backend::Sqlite, pool)
+        };
+        let migrations = match backend {
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+        };
+        migrations.run(&pool).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
+        Ok(SqlStore { pool, backend, config, runs: Mutex::new(HashMap::new()) })
+    }
+
+    async fn run_facts(&self, run: RunId) -> Result<Arc<RunFacts>, StoreError> {
+        if let Some(facts) = self.runs.lock().expect("the run cache is never poisoned").get(&run) {
+            return Ok(facts.clone());
+        }
+        let row = sqlx::query("SELECT counter FROM runs WHERE id = $1")
+            .bind(run)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StoreError::UnknownRun(run))?;
+        let classes = sqlx::query("SELECT class_id, representative FROM classes WHERE run_id = $1")
+            .bind(run)
+            .fetch_all(&self.pool)
+            .await?;
+        let representatives = classes
+            .iter()
+            .map(|row| Ok((row.try_get::<i64, _>(0)? as u32, row.try_get::<String, _>(1)?)))
+            .collect::<Result<_, sqlx::Error>>()?;
+        let facts = Arc::new(RunFacts {
+            counter: row.try_get(0)?,
+            representatives,
+        });
+        self.runs.lock().expect("the run cache is never poisoned").insert(run, facts.clone());
+        Ok(facts)
+    }
+
+    async fn find_run(&self, spec: &RunSpec) -> Result<Option<RunId>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id FROM runs WHERE stage = $1 AND counter = $2 AND counter_version = $3 AND redundancy = $4",
+        )
+        .bind(&spec.stage)
+        .bind(&spec.counter)
+        .bind(&spec.counter_version)
+        .bind(i64::from(spec.redundancy))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|row| row.get(0)))
+    }
+
+    async fn ensure_run(&self, run: RunId) -> Result<AnyRow, StoreError> {
+        sqlx::query(
+            "SELECT finished_at, open_conflicts, CAST(s AS TEXT), CAST(n0 AS TEXT), jobs_total, jobs_remaining, failed_jobs
+             FROM runs WHERE id = $1",
+        )
+        .bind(run)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::UnknownRun(run))
+    }
+
+    /// S from the class sums, computed in Rust.
+    fn exact_s(rows: &[AnyRow]) -> Result<BigUint, StoreError> {
+        let mut classes = Vec::with_capacity(rows.len());
+        for row in rows {
+            let size = row.try_get::<i64, _>(0)? as u64;
+            let seed_sum: u64 = row.try_get::<String, _>(1)?.split('.').next().unwrap_or("").parse().map_err(|_| {
+                StoreError::Database(format!("class seed sum {:?} is not a whole number", row.get::<String, _>(1)))
+            })?;
+            classes.push((size, seed_sum));
+        }
+        Ok(s_from_classes(classes))
+    }
+
+    /// Writes S and N0 if every job of the run is done and no conflict is
+    /// open, inside the caller's transaction. The sum is computed twice, by
+    /// the database and by `num-bigint`, and a mismatch aborts the transaction.
+    async fn finish_if_complete(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, run: RunId) -> Result<(), StoreError> {
+        let row = sqlx::query("SELECT jobs_remaining, open_conflicts, finished_at FROM runs WHERE id = $1")
+            .bind(run)
+            .fetch_one(&mut **tx)
+            .await?;
+        let (remaining, conflicts, finished): (i64, i64, Option<i64>) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+        if remaining > 0 || conflicts > 0 || finished.is_some() {
+            return Ok(());
+        }
+        let classes = sqlx::query("SELECT size, CAST(seed_sum AS TEXT) FROM classes WHERE run_id = $1")
+            .bind(run)
+            .fetch_all(&mut **tx)
+            .await?;
+        let s = Self::exact_s(&classes)?;
+        let n0 = n0_from_s(&s);
+        let in_sql = sqlx::query("SELECT CAST(SUM(size * seed_sum) AS TEXT) FROM classes WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&mut **tx)
+            .await?;
+        let sql_s = big(&in_sql.try_get::<String, _>(0)?)?;
+        if sql_s != s {
+            return Err(StoreError::TotalMismatch { stored: sql_s.to_string(), computed: s.to_string() });
+        }
+        if self.backend == Backend::Postgres {
+            let row = sqlx::query(
+                "SELECT CAST(SUM(size * seed_sum) * 362880 * 72 * 72 AS TEXT) FROM classes WHERE run_id = $1",
+            )
+            .bind(run)
+            .fetch_one(&mut **tx)
+            .await?;
+            let sql_n0 = big(&row.try_get::<String, _>(0)?)?;
+            if sql_n0 != n0 {
+                return Err(StoreError::TotalMismatch { stored: sql_n0.to_string(), computed: n0.to_string() });
+            }
+        }
+        let update = format!(
+            "UPDATE runs SET finished_at = $1, s = {}, n0 = {} WHERE id = $4",
+            self.backend.big_number("$2"),
+            self.backend.big_number("$3")
+        );
+        sqlx::query(&update).bind(now_ms()).bind(s.to_string()).bind(n0.to_string()).bind(run).execute(&mut **tx).await?;
+        tracing::info!(run, s = %s, n0 = %n0, "run finished");
+        Ok(())
+    }
+}
+
+/// What one accepted completion changes outside its job row.
+#[derive(Default)]
+struct Deltas {
+    /// (run, class) -> (count added, seeds done added)
+    classes: BTreeMap<(RunId, i64), (u64, i64)>,
+    /// run -> (jobs done, conflicts opened, failed jobs added)
+    runs: BTreeMap<RunId, (i64, i64, i64)>,
+}
+
+#[async_trait]
+impl JobStore for SqlStore {
+    async fn create_run(&self, spec: &RunSpec, classes: &[ClassSpec]) -> Result<RunId, StoreError> {
+        if spec.redundancy == 0 {
+            return Err(StoreError::Invalid("the redundancy factor must be at least 1".into()));
+        }
+        if classes.is_empty() {
+            return Err(StoreError::Invalid("a run needs at least one class".into()));
+        }
+        let mut ids = std::collections::HashSet::new();
+        for class in classes {
+            if let Err(error) = Band::parse(&class.representative) {
+                return Err(StoreError::InvalidBand {
+                    class_id: class.class_id,
+                    representative: class.representative.clone(),
+                    reason: error.to_string(),
+                });
+            }
+            if class.size == 0 {
+                return Err(StoreError::Invalid(format!("class {} has size 0", class.class_id)));
+            }
+            if !ids.insert(class.class_id) {
+                return Err(StoreError::Invalid(format!("class {} is given twice", class.class_id)));
+            }
+        }
+        if let Some(run) = self.find_run(spec).await? {
+            return Ok(run);
+        }
+
+        let now = now_ms();
+        let jobs = (classes.len() * 10) as i64;
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO runs (stage, counter, counter_version, redundancy, jobs_total, jobs_remaining, created_at)
+             VALUES ($1, $2, $3, $4, $5, $5, $6) RETURNING id",
+        )
+        .bind(&spec.stage)
+        .bind(&spec.counter)
+        .bind(&spec.counter_version)
+        .bind(i64::from(spec.redundancy))
+        .bind(jobs)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await;
+        let run: RunId = match inserted {
+            Ok(row) => row.try_get(0)?,
+            // Another coordinator created the same run first: use it.
+            Err(sqlx::Error::Database(error)) if error.is_unique_violation() => {
+                drop(tx);
+                return self.find_run(spec).await?.ok_or_else(|| StoreError::Database(error.to_string()));
+            }
+            Err(error) => return Err(error.into()),
+        };
+        for chunk in classes.chunks(1000) {
+            let mut sql = String::from("INSERT INTO classes (run_id, class_id, representative, size) VALUES ");
+            for i in 0..chunk.len() {
+                let p = i * 3 + 2;
+                sql.push_str(&format!("{}($1, ${}, ${}, ${})", if i > 0 { ", " } else { "" }, p, p + 1, p + 2));
+            }
+            let mut query = sqlx::query(&sql).bind(run);
+            for class in chunk {
+                query = query.bind(i64::from(class.class_id)).bind(&class.representative).bind(class.size as i64);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        let seeds = (0..10).map(|s| format!("SELECT {s} AS seed")).collect::<Vec<_>>().join(" UNION ALL ");
+        sqlx::query(&format!(
+            "INSERT INTO jobs (run_id, class_id, seed, created_at, updated_at)
+             SELECT c.run_id, c.class_id, s.seed, $2, $2 FROM classes c CROSS JOIN ({seeds}) s
+             WHERE c.run_id = $1 ORDER BY c.class_id, s.seed"
+        ))
+        .bind(run)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        tracing::info!(run, stage = %spec.stage, counter = %spec.counter, classes = classes.len(), jobs, "run created");
+        Ok(run)
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.id, r.stage, r.counter, r.counter_version, r.redundancy, r.jobs_total, r.jobs_remaining,
+                    r.finished_at, r.open_conflicts, (SELECT COUNT(*) FROM classes c WHERE c.run_id = r.id)
+             FROM runs r ORDER BY r.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let total: i64 = row.try_get(5)?;
+                let remaining: i64 = row.try_get(6)?;
+                Ok(RunSummary {
+                    run_id: row.try_get(0)?,
+                    spec: RunSpec {
+                        stage: row.try_get(1)?,
+                        counter: row.try_get(2)?,
+                        counter_version: row.try_get(3)?,
+                        redundancy: row.try_get::<i64, _>(4)? as u32,
+                    },
+                    classes: row.try_get::<i64, _>(9)? as u64,
+                    jobs_total: total as u64,
+                    jobs_done: (total - remaining) as u64,
+                    is_final: row.try_get::<Option<i64>, _>(7)?.is_some() && row.try_get::<i64, _>(8)? == 0,
+                })
+            })
+            .collect()
+    }
+
+    async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError> {
+        if worker.is_empty() {
+            return Err(StoreError::Invalid("a lease needs a worker id".into()));
+        }
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        if let Some(run) = run {
+            self.run_facts(run).await?;
+        }
+        let now = now_ms();
+        let sql = format!(
+            "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_owner = $1, lease_expires_at = $2,
+                    updated_at = $3, lease_token = $4 || '-' || CAST(id AS TEXT) || '-' || CAST(attempt + 1 AS TEXT)
+             WHERE id IN (
+                 SELECT j.id FROM jobs j
+                 WHERE (j.state = 'pending' OR (j.state = 'leased' AND j.lease_expires_at < $3))
+                   AND j.run_id IN (SELECT r.id FROM runs r WHERE r.finished_at IS NULL AND ($6 < 0 OR r.id = $6))
+                   AND (j.votes = 0 OR NOT EXISTS (SELECT 1 FROM results x WHERE x.job_id = j.id AND x.worker = $1))
+                 ORDER BY j.id LIMIT $5 {})
+             RETURNING id, run_id, class_id, seed, attempt, lease_token",
+            self.backend.skip_locked()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(worker)
+            .bind(now + ttl.as_millis() as i64)
+            .bind(now)
+            .bind(token_salt())
+            .bind(i64::from(max))
+            .bind(run.unwrap_or(-1))
+            .fetch_all(&self.pool)
+            .await?;
+        let mut leases = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let run_id: RunId = row.try_get(1)?;
+            let facts = self.run_facts(run_id).await?;
+            let class_id = row.try_get::<i64, _>(2)? as u32;
+            leases.push(Lease {
+                job_id: row.try_get(0)?,
+                run_id,
+                class_id,
+                band: facts.representatives.get(&class_id).cloned().unwrap_or_default(),
+                seed: row.try_get::<i64, _>(3)? as u8,
+                attempt: row.try_get::<i64, _>(4)? as u32,
+                token: row.try_get(5)?,
+                counter: facts.counter.clone(),
+            });
+        }
+        leases.sort_by_key(|lease| lease.job_id);
+        Ok(leases)
+    }
+
+    async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError> {
+        let mut outcome = HeartbeatOutcome::default();
+        let now = now_ms();
+        for chunk in tokens.chunks(1000) {
+            let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 4)).collect();
+            let sql = format!(
+                "UPDATE jobs SET lease_expires_at = $1, updated_at = $2
+                 WHERE state = 'leased' AND lease_owner = $3 AND lease_token IN ({}) RETURNING lease_token",
+                placeholders.join(", ")
+            );
+            let mut query = sqlx::query(&sql).bind(now + ttl.as_millis() as i64).bind(now).bind(worker);
+            for token in chunk {
+                query = query.bind(token);
+            }
+            let rows = query.fetch_all(&self.pool).await?;
+            let extended: std::collections::HashSet<String> =
+                rows.iter().map(|row| row.try_get::<String, _>(0)).collect::<Result<_, _>>()?;
+            for token in chunk {
+                if extended.contains(token) {
+                    outcome.extended.push(token.clone());
+                } else {
+                    outcome.lost.push(token.clone());
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
+        let mut outcomes: Vec<Option<Result<CompleteOutcome, StoreError>>> = (0..completions.len()).map(|_| None).collect();
+        // Lock jobs in id order, then classes, then runs, so concurrent batches cannot deadlock.
+        let mut order: Vec<usize> = (0..completions.len()).collect();
+        order.sort_by_key(|&i| completions[i].job_id);
+        let now = now_ms();
+        let mut deltas = Deltas::default();
+        let mut tx = self.pool.begin().await?;
+        let select = format!(
+            "SELECT j.run_id, j.class_id, j.state, j.attempt, j.lease_token, j.count, j.votes, r.redundancy, j.conflict
+             FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id = $1 {}",
+            self.backend.for_update()
+        );
+        for i in order {
+            let c = &completions[i];
+            if c.count > MAX_SEED_COUNT {
+                outcomes[i] = Some(Err(StoreError::AbsurdCount { job: c.job_id, count: c.count, max: MAX_SEED_COUNT }));
+                continue;
+            }
+            let Some(row) = sqlx::query(&select).bind(c.job_id).fetch_optional(&mut *tx).await? else {
+                outcomes[i] = Some(Err(StoreError::UnknownJob(c.job_id)));
+                continue;
+            };
+            let run: RunId = row.try_get(0)?;
+            let class: i64 = row.try_get(1)?;
+            let state: String = row.try_get(2)?;
+            let attempt: i64 = row.try_get(3)?;
+            let token: Option<String> = row.try_get(4)?;
+            let stored: Option<i64> = row.try_get(5)?;
+            let votes: i64 = row.try_get(6)?;
+            let redundancy: i64 = row.try_get(7)?;
+            let already_in_conflict = row.try_get::<i64, _>(8)? != 0;
+            let count = c.count as i64;
+            let record = |outcome: &'static str| {
+                sqlx::query(
+                    "INSERT INTO results (job_id, attempt, worker, count, elapsed_ms, counter_version, outcome, finished_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                )
+                .bind(c.job_id)
+                .bind(attempt)
+                .bind(c.worker.clone())
+                .bind(count)
+                .bind(c.elapsed.as_secs_f64() * 1e3)
+                .bind(c.counter_version.clone())
+                .bind(outcome)
+                .bind(now)
+            };
+
+            if state == "done" {
+                if stored == Some(count) {
+                    outcomes[i] = Some(Ok(CompleteOutcome::AlreadyDone));
+                } else {
+                    record("conflict").execute(&mut *tx).await?;
+                    if !already_in_conflict {
+                        sqlx::query("UPDATE jobs SET conflict = 1, updated_at = $2 WHERE id = $1")
+                            .bind(c.job_id)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                        deltas.runs.entry(run).or_default().1 += 1;
+                    }
+                    tracing::warn!(job = c.job_id, stored, reported = count, worker = %c.worker, "conflicting count");
+                    outcomes[i] = Some(Ok(CompleteOutcome::Conflict { stored: stored.unwrap_or(0) as u64 }));
+                }
+                continue;
+            }
+            if token.as_deref() != Some(c.token.as_str()) {
+                outcomes[i] = Some(Err(StoreError::StaleToken { job: c.job_id }));
+                continue;
+            }
+            let was_failed = state == "failed";
+            if votes > 0 && stored != Some(count) {
+                // Redundant workers disagree: the job is flagged and failed until recounted.
+                record("conflict").execute(&mut *tx).await?;
+                sqlx::query("UPDATE jobs SET state = 'failed', conflict = 1, lease_owner = NULL, updated_at = $2 WHERE id = $1")
+                    .bind(c.job_id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                let run_delta = deltas.runs.entry(run).or_default();
+                run_delta.1 += 1;
+                if !was_failed {
+                    run_delta.2 += 1;
+                }
+                outcomes[i] = Some(Ok(CompleteOutcome::Conflict { stored: stored.unwrap_or(0) as u64 }));
+                continue;
+            }
+            let done = votes + 1 >= redundancy;
+            record(if done { "accepted" } else { "vote" }).execute(&mut *tx).await?;
+            sqlx::query(
+                "UPDATE jobs SET state = $2, count = $3, votes = votes + 1, lease_owner = NULL, lease_expires_at = NULL,
+                        updated_at = $4 WHERE id = $1",
+            )
+            .bind(c.job_id)
+            .bind(if done { "done" } else { "pending" })
+            .bind(count)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            if was_failed {
+                deltas.runs.entry(run).or_default().2 -= 1;
+            }
+            if done {
+                let class_delta = deltas.classes.entry((run, class)).or_default();
+                class_delta.0 += c.count;
+                class_delta.1 += 1;
+                deltas.runs.entry(run).or_default().0 += 1;
+            }
+            outcomes[i] = Some(Ok(CompleteOutcome::Recorded));
+        }
+        for (&(run, class), &(count, seeds)) in &deltas.classes {
+            sqlx::query(
+                "UPDATE classes SET seed_sum = seed_sum + $3, seeds_done = seeds_done + $4 WHERE run_id = $1 AND class_id = $2",
+            )
+            .bind(run)
+            .bind(class)
+            .bind(count as i64)
+            .bind(seeds)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for (&run, &(done, conflicts, failed)) in &deltas.runs {
+            sqlx::query(
+                "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
+                        failed_jobs = failed_jobs + $4 WHERE id = $1",
+            )
+            .bind(run)
+            .bind(done)
+            .bind(conflicts)
+            .bind(failed)
+            .execute(&mut *tx)
+            .await?;
+            if done > 0 {
+                self.finish_if_complete(&mut tx, run).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(outcomes.into_iter().map(|o| o.expect("every completion has an outcome")).collect())
+    }
+
+    async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(&format!(
+            "SELECT j.state, j.attempt, j.lease_token, j.run_id FROM jobs j WHERE j.id = $1 {}",
+            self.backend.for_update()
+        ))
+        .bind(job)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::UnknownJob(job))?;
+        let state: String = row.try_get(0)?;
+        let attempt: i64 = row.try_get(1)?;
+        let current: Option<String> = row.try_get(2)?;
+        let run: RunId = row.try_get(3)?;
+        if state != "leased" || current.as_deref() != Some(token) {
+            return Err(StoreError::StaleToken { job });
+        }
+        sqlx::query("INSERT INTO failures (job_id, attempt, worker, reason, failed_at) VALUES ($1, $2, $3, $4, $5)")
+            .bind(job)
+            .bind(attempt)
+            .bind(worker)
+            .bind(reason)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let exhausted = attempt >= i64::from(self.config.max_attempts);
+        sqlx::query("UPDATE jobs SET state = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 WHERE id = $1")
+            .bind(job)
+            .bind(if exhausted { "failed" } else { "pending" })
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        if exhausted {
+            sqlx::query("UPDATE runs SET failed_jobs = failed_jobs + 1 WHERE id = $1").bind(run).execute(&mut *tx).await?;
+            tracing::error!(job, attempt, reason, "job failed for good");
+        } else {
+            tracing::warn!(job, attempt, reason, "job failed; it will be retried");
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn progress(&self, run: RunId) -> Result<Progress, StoreError> {
+        let run_row = self.ensure_run(run).await?;
+        let mut progress = Progress { run_id: run, ..Progress::default() };
+        progress.jobs_total = run_row.try_get::<i64, _>(4)? as u64;
+        progress.conflicts = run_row.try_get::<i64, _>(1)? as u64;
+        let now = now_ms();
+        let states = sqlx::query("SELECT state, COUNT(*) FROM jobs WHERE run_id = $1 GROUP BY state")
+            .bind(run)
+            .fetch_all(&self.pool)
+            .await?;
+        for row in &states {
+            let n = row.try_get::<i64, _>(1)? as u64;
+            match row.try_get::<String, _>(0)?.as_str() {
+                "pending" => progress.pending += n,
+                "leased" => progress.leased += n,
+                "done" => progress.done += n,
+                _ => progress.failed += n,
+            }
+        }
+        let counted = sqlx::query("SELECT CAST(SUM(count) AS TEXT) FROM jobs WHERE run_id = $1 AND state = 'done'")
+            .bind(run)
+            .fetch_one(&self.pool)
+            .await?;
+        progress.completions_counted = counted.try_get::<Option<String>, _>(0)?.unwrap_or_else(|| "0".into());
+        progress.completions_counted = big(&progress.completions_counted)?.to_string();
+
+        let recent = sqlx::query(
+            "SELECT COUNT(*), MIN(x.finished_at) FROM results x JOIN jobs j ON j.id = x.job_id
+             WHERE j.run_id = $1 AND x.finished_at >= $2 AND x.outcome = 'accepted'",
+        )
+        .bind(run)
+        .bind(now - 60_000)
+        .fetch_one(&self.pool)
+        .await?;
+        let recent_jobs: i64 = recent.try_get(0)?;
+        if let Some(first) = recent.try_get::<Option<i64>, _>(1)? {
+            let window = ((now - first) as f64 / 1e3).max(1.0);
+            progress.jobs_per_second = recent_jobs as f64 / window;
+        }
+        let remaining = progress.jobs_total.saturating_sub(progress.done);
+        if progress.jobs_per_second > 0.0 && remaining > 0 {
+            progress.eta = Some(Duration::from_secs_f64(remaining as f64 / progress.jobs_per_second));
+        }
+        let workers = sqlx::query(
+            "SELECT x.worker, COUNT(*), CAST(SUM(x.count) AS TEXT), MAX(x.finished_at)
+             FROM results x JOIN jobs j ON j.id = x.job_id WHERE j.run_id = $1 GROUP BY x.worker ORDER BY x.worker",
+        )
+        .bind(run)
+        .fetch_all(&self.pool)
+        .await?;
+        for row in &workers {
+            progress.workers.push(WorkerProgress {
+                worker: row.try_get(0)?,
+                jobs: row.try_get::<i64, _>(1)? as u64,
+                completions: big(&row.try_get::<String, _>(2)?)?.to_string(),
+                last_seen_unix: row.try_get::<i64, _>(3)? / 1000,
+            });
+        }
+        Ok(progress)
+    }
+
+    async fn total(&self, run: RunId) -> Result<RunTotal, StoreError> {
+        let row = self.ensure_run(run).await?;
+        let finished: Option<i64> = row.try_get(0)?;
+        let conflicts: i64 = row.try_get(1)?;
+        if finished.is_some() {
+            let s = big(&row.try_get::<String, _>(2)?)?;
+            let n0 = big(&row.try_get::<String, _>(3)?)?;
+            return Ok(RunTotal { run_id: run, is_final: conflicts == 0, s: s.to_string(), n0: n0.to_string() });
+        }
+        let classes = sqlx::query("SELECT size, CAST(seed_sum AS TEXT) FROM classes WHERE run_id = $1")
+            .bind(run)
+            .fetch_all(&self.pool)
+            .await?;
+        let s = Self::exact_s(&classes)?;
+        Ok(RunTotal { run_id: run, is_final: false, n0: n0_from_s(&s).to_string(), s: s.to_string() })
+    }
+
+    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError> {
+        self.ensure_run(run).await?;
+        let rows = sqlx::query(
+            "SELECT class_id, representative, size, seeds_done, CAST(seed_sum AS TEXT) FROM classes
+             WHERE run_id = $1 ORDER BY class_id",
+        )
+        .bind(run)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let seeds_done = row.try_get::<i64, _>(3)? as u32;
+                Ok(ClassTotal {
+                    class_id: row.try_get::<i64, _>(0)? as u32,
+                    representative: row.try_get(1)?,
+                    size: row.try_get::<i64, _>(2)? as u64,
+                    seeds_done,
+                    seed_sum: big(&row.try_get::<String, _>(4)?)?.to_string(),
+                    complete: seeds_done == 10,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,272 @@
+//! One conformance suite, run against every backend: SQLite (a temporary
+//! file) and Postgres (a throw-away server, or CENSUS_TEST_DATABASE_URL).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use census_math::total::PUBLISHED_S;
+use census_math::{ClassTable, CounterKind, MAX_SEED_COUNT, SEEDS, Stage};
+use census_store::{
+    ClassSpec, CompleteOutcome, Completion, JobStore, Lease, RunSpec, StoreConfig, StoreError, connect,
+};
+
+const TTL: Duration = Duration::from_secs(30);
+
+fn russell_classes() -> Vec<ClassSpec> {
+    ClassTable::build(Stage::Russell)
+        .classes()
+        .iter()
+        .map(|c| ClassSpec { class_id: c.id, representative: c.representative.to_string(), size: c.size })
+        .collect()
+}
+
+fn spec(redundancy: u32) -> RunSpec {
+    RunSpec { stage: "russell".into(), counter: "column-sets".into(), counter_version: "column-sets/1".into(), redundancy }
+}
+
+/// The true count of a leased job, from the fast counter.
+fn true_count(lease: &Lease) -> u64 {
+    static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
+        std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
+    COUNTER.count(&lease.band.parse().unwrap(), &SEEDS[lease.seed as usize])
+}
+
+fn completion(lease: &Lease, worker: &str, count: u64) -> Completion {
+    Completion {
+        job_id: lease.job_id,
+        token: lease.token.clone(),
+        worker: worker.into(),
+        count,
+        elapsed: Duration::from_micros(10),
+        counter_version: "column-sets/1".into(),
+    }
+}
+
+async fn idempotent_run_creation(store: Arc<dyn JobStore>) {
+    let classes = russell_classes();
+    let first = store.create_run(&spec(1), &classes).await.unwrap();
+    let again = store.create_run(&spec(1), &classes).await.unwrap();
+    assert_eq!(first, again);
+    let runs = store.list_runs().await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].classes, runs[0].jobs_total, runs[0].jobs_done), (44, 440, 0));
+    let other = store.create_run(&spec(2), &classes).await.unwrap();
+    assert_ne!(other, first);
+}
+
+async fn concurrent_lessees_drain_the_run_exactly(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&spec(1), &russell_classes()).await.unwrap();
+    let held: Arc<Mutex<HashSet<i64>>> = Arc::default();
+    let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let (store, held, seen) = (store.clone(), held.clone(), seen.clone());
+        tasks.push(tokio::spawn(async move {
+            let worker = format!("worker-{w}");
+            loop {
+                let leases = store.lease(Some(run), &worker, 7, TTL).await.unwrap();
+                if leases.is_empty() {
+                    break;
+                }
+                for lease in &leases {
+                    assert!(held.lock().unwrap().insert(lease.job_id), "job {} leased twice at once", lease.job_id);
+                    assert!(seen.lock().unwrap().insert(lease.job_id), "job {} leased again after completion", lease.job_id);
+                }
+                let done: Vec<Completion> = leases.iter().map(|l| completion(l, &worker, true_count(l))).collect();
+                for lease in &leases {
+                    held.lock().unwrap().remove(&lease.job_id);
+                }
+                for outcome in store.complete_many(&done).await.unwrap() {
+                    assert_eq!(outcome.unwrap(), CompleteOutcome::Recorded);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(seen.lock().unwrap().len(), 440);
+    let progress = store.progress(run).await.unwrap();
+    assert_eq!((progress.done, progress.pending, progress.leased, progress.failed), (440, 0, 0, 0));
+    assert_eq!(progress.workers.iter().map(|w| w.jobs).sum::<u64>(), 440);
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.s, PUBLISHED_S.to_string());
+    assert_eq!(total.n0, "6670903752021072936960");
+    let classes = store.class_totals(run).await.unwrap();
+    assert_eq!(classes.len(), 44);
+    assert!(classes.iter().all(|c| c.complete && c.seeds_done == 10));
+    assert!(store.lease(Some(run), "late", 10, TTL).await.unwrap().is_empty());
+}
+
+async fn an_expired_lease_is_leased_again_and_the_old_attempt_is_refused(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&spec(1), &russell_classes()).await.unwrap();
+    let first = store.lease(Some(run), "slow", 1, Duration::from_millis(1)).await.unwrap().remove(0);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = store.lease(Some(run), "fast", 1, TTL).await.unwrap().remove(0);
+    assert_eq!(second.job_id, first.job_id);
+    assert_eq!((first.attempt, second.attempt), (1, 2));
+    assert_ne!(first.token, second.token);
+    let heartbeat = store.heartbeat("slow", std::slice::from_ref(&first.token), TTL).await.unwrap();
+    assert_eq!(heartbeat.lost, vec![first.token.clone()]);
+    let late = store.complete(&completion(&first, "slow", true_count(&first))).await;
+    assert!(matches!(late, Err(StoreError::StaleToken { .. })), "{late:?}");
+    let current = store.complete(&completion(&second, "fast", true_count(&second))).await.unwrap();
+    assert_eq!(current, CompleteOutcome::Recorded);
+    assert_eq!(store.progress(run).await.unwrap().done, 1);
+}
+
+async fn heartbeats_keep_leases(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&spec(1), &russell_classes()).await.unwrap();
+    let leases = store.lease(Some(run), "w", 3, Duration::from_millis(200)).await.unwrap();
+    let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
+    let outcome = store.heartbeat("w", &tokens, TTL).await.unwrap();
+    assert_eq!(outcome.extended, tokens);
+    assert!(outcome.lost.is_empty());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Extended past the original 200 ms: nobody else gets them.
+    let others = store.lease(Some(run), "other", 3, TTL).await.unwrap();
+    assert!(others.iter().all(|l| !leases.iter().any(|m| m.job_id == l.job_id)));
+    let foreign = store.heartbeat("other", &tokens, TTL).await.unwrap();
+    assert_eq!(foreign.lost, tokens, "a lease is extended only by its holder");
+}
+
+async fn duplicates_change_nothing_and_conflicts_block_the_total(store: Arc<dyn JobStore>) {
+    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
+    let run = store.create_run(&spec(1), &classes).await.unwrap();
+    let leases = store.lease(Some(run), "w", 10, TTL).await.unwrap();
+    assert_eq!(leases.len(), 10);
+    let done: Vec<Completion> = leases.iter().map(|l| completion(l, "w", true_count(l))).collect();
+    store.complete_many(&done).await.unwrap();
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+
+    let again = store.complete(&done[0]).await.unwrap();
+    assert_eq!(again, CompleteOutcome::AlreadyDone);
+    assert_eq!(store.total(run).await.unwrap(), total, "a repeated completion changes nothing");
+
+    let mut wrong = done[1].clone();
+    wrong.count += 1;
+    let conflict = store.complete(&wrong).await.unwrap();
+    assert_eq!(conflict, CompleteOutcome::Conflict { stored: done[1].count });
+    let after = store.total(run).await.unwrap();
+    assert!(!after.is_final, "an open conflict makes the total provisional");
+    assert_eq!(after.s, total.s, "a conflicting count is never added");
+    let progress = store.progress(run).await.unwrap();
+    assert_eq!(progress.conflicts, 1);
+}
+
+async fn a_failing_job_fails_for_good_after_max_attempts(store: Arc<dyn JobStore>) {
+    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
+    let run = store.create_run(&spec(1), &classes).await.unwrap();
+    let mut job = None;
+    for attempt in 1..=5 {
+        let lease = store.lease(Some(run), "w", 1, TTL).await.unwrap().remove(0);
+        assert_eq!(lease.attempt, attempt);
+        *job.get_or_insert(lease.job_id) = lease.job_id;
+        store.fail(lease.job_id, &lease.token, "w", "out of memory").await.unwrap();
+    }
+    let progress = store.progress(run).await.unwrap();
+    assert_eq!(progress.failed, 1);
+    let next = store.lease(Some(run), "w", 100, TTL).await.unwrap();
+    assert_eq!(next.len(), 9, "the failed job is not handed out again");
+    assert!(next.iter().all(|l| Some(l.job_id) != job));
+}
+
+async fn redundant_runs_need_distinct_agreeing_workers(store: Arc<dyn JobStore>) {
+    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
+    let run = store.create_run(&spec(2), &classes).await.unwrap();
+    let a = store.lease(Some(run), "a", 10, TTL).await.unwrap();
+    let done: Vec<Completion> = a.iter().map(|l| completion(l, "a", true_count(l))).collect();
+    store.complete_many(&done).await.unwrap();
+    assert_eq!(store.progress(run).await.unwrap().done, 0, "one vote is not enough");
+    assert!(store.lease(Some(run), "a", 10, TTL).await.unwrap().is_empty(), "a worker votes once per job");
+    let b = store.lease(Some(run), "b", 10, TTL).await.unwrap();
+    assert_eq!(b.len(), 10);
+    let done: Vec<Completion> = b.iter().map(|l| completion(l, "b", true_count(l))).collect();
+    store.complete_many(&done).await.unwrap();
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    let expected: u64 = a.iter().map(true_count).sum::<u64>() * classes[0].size;
+    assert_eq!(total.s, expected.to_string());
+}
+
+async fn bad_input_gets_a_typed_error(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&spec(1), &russell_classes()).await.unwrap();
+    assert!(matches!(store.progress(run + 1000).await, Err(StoreError::UnknownRun(_))));
+    assert!(matches!(store.lease(Some(run + 1000), "w", 1, TTL).await, Err(StoreError::UnknownRun(_))));
+    let lease = store.lease(Some(run), "w", 1, TTL).await.unwrap().remove(0);
+    let mut unknown = completion(&lease, "w", 1);
+    unknown.job_id = 1_000_000;
+    assert!(matches!(store.complete(&unknown).await, Err(StoreError::UnknownJob(1_000_000))));
+    let absurd = store.complete(&completion(&lease, "w", MAX_SEED_COUNT + 1)).await;
+    let message = absurd.as_ref().unwrap_err().to_string();
+    assert!(matches!(absurd, Err(StoreError::AbsurdCount { .. })), "{message}");
+    assert!(message.contains("impossible"), "{message}");
+    let mut stale = completion(&lease, "w", 1);
+    stale.token = "not-a-token".into();
+    assert!(matches!(store.complete(&stale).await, Err(StoreError::StaleToken { .. })));
+    assert!(matches!(store.fail(lease.job_id, "not-a-token", "w", "x").await, Err(StoreError::StaleToken { .. })));
+    let bad_band = vec![ClassSpec { class_id: 0, representative: "123456789123456789123456789".into(), size: 1 }];
+    let refused = store.create_run(&RunSpec { stage: "custom".into(), ..spec(1) }, &bad_band).await;
+    let message = refused.as_ref().unwrap_err().to_string();
+    assert!(matches!(refused, Err(StoreError::InvalidBand { .. })), "{message}");
+    assert!(message.contains("block B1 holds the digit 1 twice"), "{message}");
+    // Nothing stored was touched by the refusals.
+    assert_eq!(store.list_runs().await.unwrap().len(), 1);
+    assert_eq!(store.progress(run).await.unwrap().done, 0);
+}
+
+async fn sqlite_store() -> Arc<dyn JobStore> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!("census-store-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+    let _ = std::fs::remove_file(&path);
+    connect(path.to_str().unwrap(), StoreConfig::default()).await.unwrap()
+}
+
+async fn postgres_store() -> Arc<dyn JobStore> {
+    let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
+    connect(&url, StoreConfig::default()).await.unwrap()
+}
+
+macro_rules! conformance {
+    ($($property:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $property() {
+                    super::$property(super::sqlite_store().await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $property() {
+                    super::$property(super::postgres_store().await).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    idempotent_run_creation,
+    concurrent_lessees_drain_the_run_exactly,
+    an_expired_lease_is_leased_again_and_the_old_attempt_is_refused,
+    heartbeats_keep_leases,
+    duplicates_change_nothing_and_conflicts_block_the_total,
+    a_failing_job_fails_for_good_after_max_attempts,
+    redundant_runs_need_distinct_agreeing_workers,
+    bad_input_gets_a_typed_error,
+);
+
+#[tokio::test]
+async fn an_unopenable_database_names_itself() {
+    let error = connect("/nonexistent-dir/census.db", StoreConfig::default()).await.err().expect("cannot open");
+    let message = error.to_string();
+    assert!(message.contains("/nonexistent-dir/census.db"), "{message}");
+}
