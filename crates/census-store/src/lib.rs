@@ -223,6 +223,8 @@ pub trait JobStore: Send + Sync {
     async fn create_run(&self, spec: &RunSpec, classes: &[ClassSpec]) -> Result<RunId, StoreError>;
     /// Every run, oldest first.
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+    /// One run.
+    async fn run(&self, run: RunId) -> Result<RunSummary, StoreError>;
     /// Leases up to `max` pending (or expired) jobs of any unfinished run, or of `run` only.
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError>;
     /// Extends the leases still held by `worker`.

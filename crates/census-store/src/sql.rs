@@ -163,6 +163,39 @@ impl SqlStore {
         Ok(facts)
     }
 
+    async fn runs_where(&self, condition: &str, run: Option<RunId>) -> Result<Vec<RunSummary>, StoreError> {
+        let sql = format!(
+            "SELECT r.id, r.stage, r.counter, r.counter_version, r.redundancy, r.jobs_total, r.jobs_remaining,
+                    r.finished_at, r.open_conflicts
+             FROM runs r WHERE {condition} ORDER BY r.id"
+        );
+        let mut query = sqlx::query(&sql);
+        if let Some(run) = run {
+            query = query.bind(run);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        let mut runs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let run_id: RunId = row.try_get(0)?;
+            let total: i64 = row.try_get(5)?;
+            let remaining: i64 = row.try_get(6)?;
+            runs.push(RunSummary {
+                run_id,
+                spec: RunSpec {
+                    stage: row.try_get(1)?,
+                    counter: row.try_get(2)?,
+                    counter_version: row.try_get(3)?,
+                    redundancy: row.try_get::<i64, _>(4)? as u32,
+                },
+                classes: self.run_facts(run_id).await?.representatives.len() as u64,
+                jobs_total: total as u64,
+                jobs_done: (total - remaining) as u64,
+                is_final: row.try_get::<Option<i64>, _>(7)?.is_some() && row.try_get::<i64, _>(8)? == 0,
+            });
+        }
+        Ok(runs)
+    }
+
     async fn find_run(&self, spec: &RunSpec) -> Result<Option<RunId>, StoreError> {
         let row = sqlx::query(
             "SELECT id FROM runs WHERE stage = $1 AND counter = $2 AND counter_version = $3 AND redundancy = $4",
@@ -339,33 +372,13 @@ impl JobStore for SqlStore {
     }
 
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT r.id, r.stage, r.counter, r.counter_version, r.redundancy, r.jobs_total, r.jobs_remaining,
-                    r.finished_at, r.open_conflicts, (SELECT COUNT(*) FROM classes c WHERE c.run_id = r.id)
-             FROM runs r ORDER BY r.id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|row| {
-                let total: i64 = row.try_get(5)?;
-                let remaining: i64 = row.try_get(6)?;
-                Ok(RunSummary {
-                    run_id: row.try_get(0)?,
-                    spec: RunSpec {
-                        stage: row.try_get(1)?,
-                        counter: row.try_get(2)?,
-                        counter_version: row.try_get(3)?,
-                        redundancy: row.try_get::<i64, _>(4)? as u32,
-                    },
-                    classes: row.try_get::<i64, _>(9)? as u64,
-                    jobs_total: total as u64,
-                    jobs_done: (total - remaining) as u64,
-                    is_final: row.try_get::<Option<i64>, _>(7)?.is_some() && row.try_get::<i64, _>(8)? == 0,
-                })
-            })
-            .collect()
+        self.runs_where("1 = 1", None).await
     }
+
+    async fn run(&self, run: RunId) -> Result<RunSummary, StoreError> {
+        self.runs_where("r.id = $1", Some(run)).await?.pop().ok_or(StoreError::UnknownRun(run))
+    }
+
 
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError> {
         if worker.is_empty() {
