@@ -1,1 +1,325 @@
-//! Not yet built.
+//! The census's stateless worker.
+//!
+//! A worker leases a batch of jobs from a coordinator, counts them on a pool
+//! of blocking threads while heartbeating their leases, reports the counts,
+//! and leases more. It keeps nothing: a job whose lease is lost is dropped,
+//! and a killed worker's leases expire and are handed out again.
+//!
+//! It is *not* a server and never touches the database; all it needs is the
+//! coordinator's address.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use census_math::{Band, Counter, CounterKind, SEEDS};
+use census_proto::v1::job_outcome::Status as OutcomeStatus;
+use census_proto::v1::worker_service_client::WorkerServiceClient;
+use census_proto::v1::{CompleteJobsRequest, FailJobRequest, HeartbeatRequest, Job, JobResult, LeaseJobsRequest};
+use tokio::sync::watch;
+use tonic::transport::{Channel, Endpoint};
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The coordinator's URL, e.g. `http://127.0.0.1:50051`.
+    pub coordinator: String,
+    pub worker_id: String,
+    /// Counting threads.
+    pub threads: usize,
+    /// Jobs per lease; `None` adapts it to about a second of counting per thread.
+    pub batch: Option<u32>,
+    /// Exit once no run has jobs left, instead of waiting for new runs.
+    pub exit_when_done: bool,
+    /// Only this run's jobs.
+    pub run: Option<i64>,
+}
+
+/// Asks a worker to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stop {
+    /// Keep working.
+    No,
+    /// Lease nothing more; finish and report the jobs in hand.
+    Drain,
+    /// Stop at once; leases in hand expire and are counted elsewhere.
+    Now,
+}
+
+/// What a worker did, when it returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    pub jobs_counted: u64,
+    pub jobs_recorded: u64,
+    pub leases_lost: u64,
+}
+
+/// A worker's id when none is given: host name and process id.
+pub fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into());
+    format!("{host}-{}", std::process::id())
+}
+
+const BACKOFF_START: Duration = Duration::from_millis(200);
+const BACKOFF_CAP: Duration = Duration::from_secs(10);
+
+/// Runs a worker until it is told to stop, or (with `exit_when_done`) until
+/// no run has work left.
+pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Result<WorkerReport, String> {
+    if config.threads == 0 {
+        return Err("a worker needs at least one thread".into());
+    }
+    let endpoint = Endpoint::from_shared(config.coordinator.clone())
+        .map_err(|e| format!("{:?} is not a coordinator URL: {e}", config.coordinator))?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true);
+    let client = WorkerServiceClient::new(endpoint.connect_lazy()).max_decoding_message_size(64 << 20);
+    let mut worker = Worker { config, client, stop, counters: HashMap::new(), report: WorkerReport::default() };
+    worker.work().await?;
+    Ok(worker.report)
+}
+
+struct Worker {
+    config: WorkerConfig,
+    client: WorkerServiceClient<Channel>,
+    stop: watch::Receiver<Stop>,
+    counters: HashMap<String, Arc<dyn Counter>>,
+    report: WorkerReport,
+}
+
+impl Worker {
+    fn stopping(&self) -> Stop {
+        *self.stop.borrow()
+    }
+
+    /// Sleeps, unless told to stop meanwhile. Returns the stop level.
+    async fn pause(&mut self, duration: Duration) -> Stop {
+        let mut stop = self.stop.clone();
+        let _ = tokio::time::timeout(duration, stop.wait_for(|s| *s != Stop::No)).await;
+        self.stopping()
+    }
+
+    async fn work(&mut self) -> Result<(), String> {
+        let mut batch = self.config.batch.unwrap_or(self.config.threads as u32).max(1);
+        let mut backoff = BACKOFF_START;
+        let mut idle_polls = 0u32;
+        while self.stopping() == Stop::No {
+            let request = LeaseJobsRequest {
+                worker_id: self.config.worker_id.clone(),
+                max_jobs: batch,
+                run_id: self.config.run.unwrap_or(0),
+            };
+            let response = match self.client.lease_jobs(request).await {
+                Ok(response) => {
+                    backoff = BACKOFF_START;
+                    response.into_inner()
+                }
+                Err(status) => {
+                    tracing::warn!(coordinator = %self.config.coordinator, error = %status.message(), retry_in = ?backoff, "cannot lease jobs; retrying");
+                    self.pause(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_CAP);
+                    continue;
+                }
+            };
+            if response.jobs.is_empty() {
+                if response.idle && self.config.exit_when_done {
+                    tracing::info!("no run has work left; the worker exits");
+                    break;
+                }
+                idle_polls += 1;
+                self.pause(Duration::from_millis(200 * u64::from(idle_polls.min(10)))).await;
+                continue;
+            }
+            idle_polls = 0;
+            let ttl = Duration::from_secs(u64::from(response.lease_ttl_seconds.max(1)));
+            let started = Instant::now();
+            let jobs = response.jobs.len();
+            let results = self.count_batch(response.jobs, ttl).await?;
+            let Some(results) = results else { return Ok(()) };
+            if self.config.batch.is_none() {
+                // About one second of counting per thread per batch.
+                let per_job = started.elapsed().as_secs_f64() / jobs as f64;
+                let wanted = self.config.threads as f64 / per_job.max(1e-6);
+                batch = wanted.clamp(self.config.threads as f64, 2048.0) as u32;
+            }
+            self.report_results(results).await;
+        }
+        Ok(())
+    }
+
+    fn counter(&mut self, name: &str) -> Result<Arc<dyn Counter>, String> {
+        if let Some(counter) = self.counters.get(name) {
+            return Ok(counter.clone());
+        }
+        let kind: CounterKind = name.parse().map_err(|e: census_math::counter::UnknownCounter| e.to_string())?;
+        let counter: Arc<dyn Counter> = Arc::from(kind.build());
+        self.counters.insert(name.to_string(), counter.clone());
+        Ok(counter)
+    }
+
+    /// Counts a batch on `threads` blocking threads, heartbeating meanwhile.
+    /// `None` when told to stop at once.
+    async fn count_batch(&mut self, jobs: Vec<Job>, ttl: Duration) -> Result<Option<Vec<JobResult>>, String> {
+        let mut runnable = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            match self.counter(&job.counter) {
+                Ok(counter) => runnable.push((job, counter)),
+                Err(reason) => self.fail(&job, &reason).await,
+            }
+        }
+        let cancelled: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let heartbeat = self.spawn_heartbeat(runnable.iter().map(|(job, _)| job.token.clone()).collect(), ttl, cancelled.clone());
+
+        let threads = self.config.threads.min(runnable.len()).max(1);
+        let mut chunks: Vec<Vec<(Job, Arc<dyn Counter>)>> = (0..threads).map(|_| Vec::new()).collect();
+        for (i, job) in runnable.into_iter().enumerate() {
+            chunks[i % threads].push(job);
+        }
+        let tasks: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                let cancelled = cancelled.clone();
+                tokio::task::spawn_blocking(move || count_chunk(chunk, &cancelled))
+            })
+            .collect();
+        let mut results = Vec::new();
+        let mut failures = Vec::new();
+        let mut stop = self.stop.clone();
+        for task in tasks {
+            tokio::select! {
+                joined = task => {
+                    let (counted, failed) = joined.map_err(|e| format!("a counting thread failed: {e}"))?;
+                    results.extend(counted);
+                    failures.extend(failed);
+                }
+                _ = stop.wait_for(|s| *s == Stop::Now) => {
+                    heartbeat.abort();
+                    tracing::warn!("stopping at once; the leases in hand will expire and be counted elsewhere");
+                    return Ok(None);
+                }
+            }
+        }
+        heartbeat.abort();
+        for (job, reason) in failures {
+            self.fail(&job, &reason).await;
+        }
+        self.report.jobs_counted += results.len() as u64;
+        let cancelled = cancelled.lock().expect("never poisoned");
+        results.retain(|r| !cancelled.contains(&r.token));
+        Ok(Some(results))
+    }
+
+    fn spawn_heartbeat(&self, tokens: Vec<String>, ttl: Duration, cancelled: Arc<Mutex<HashSet<String>>>) -> tokio::task::JoinHandle<()> {
+        let mut client = self.client.clone();
+        let worker_id = self.config.worker_id.clone();
+        tokio::spawn(async move {
+            let every = (ttl / 3).max(Duration::from_millis(200));
+            loop {
+                tokio::time::sleep(every).await;
+                let request = HeartbeatRequest { worker_id: worker_id.clone(), tokens: tokens.clone() };
+                match client.heartbeat(request).await {
+                    Ok(response) => {
+                        let lost = response.into_inner().cancel_tokens;
+                        if !lost.is_empty() {
+                            tracing::info!(jobs = lost.len(), "leases lost; dropping those jobs");
+                            cancelled.lock().expect("never poisoned").extend(lost);
+                        }
+                    }
+                    Err(status) => tracing::warn!(error = %status.message(), "heartbeat failed"),
+                }
+            }
+        })
+    }
+
+    async fn fail(&mut self, job: &Job, reason: &str) {
+        tracing::error!(job = job.job_id, reason, "cannot count job");
+        let request = FailJobRequest {
+            worker_id: self.config.worker_id.clone(),
+            job_id: job.job_id,
+            token: job.token.clone(),
+            reason: reason.to_string(),
+        };
+        if let Err(status) = self.client.fail_job(request).await {
+            tracing::warn!(job = job.job_id, error = %status.message(), "could not report the failure; the lease will expire");
+        }
+    }
+
+    /// Reports until the coordinator acknowledges, backing off while it is unreachable.
+    async fn report_results(&mut self, results: Vec<JobResult>) {
+        if results.is_empty() {
+            return;
+        }
+        let mut backoff = BACKOFF_START;
+        loop {
+            let request = CompleteJobsRequest { worker_id: self.config.worker_id.clone(), results: results.clone() };
+            match self.client.complete_jobs(request).await {
+                Ok(response) => {
+                    for outcome in response.into_inner().outcomes {
+                        match OutcomeStatus::try_from(outcome.status).unwrap_or(OutcomeStatus::Rejected) {
+                            OutcomeStatus::Recorded => self.report.jobs_recorded += 1,
+                            OutcomeStatus::AlreadyDone => {}
+                            OutcomeStatus::LeaseLost => self.report.leases_lost += 1,
+                            _ => tracing::warn!(job = outcome.job_id, message = %outcome.message, "result not counted"),
+                        }
+                    }
+                    return;
+                }
+                Err(status) if status.code() == tonic::Code::Unavailable || status.code() == tonic::Code::Unknown => {
+                    tracing::warn!(error = %status.message(), retry_in = ?backoff, "cannot report results; retrying");
+                    if self.pause(backoff).await == Stop::Now {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(BACKOFF_CAP);
+                }
+                Err(status) => {
+                    tracing::error!(error = %status.message(), "results refused");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Counts jobs on the current (blocking) thread; a job cancelled by a lost
+/// lease is skipped.
+fn count_chunk(chunk: Vec<(Job, Arc<dyn Counter>)>, cancelled: &Mutex<HashSet<String>>) -> (Vec<JobResult>, Vec<(Job, String)>) {
+    let mut results = Vec::with_capacity(chunk.len());
+    let mut failures = Vec::new();
+    for (job, counter) in chunk {
+        if cancelled.lock().expect("never poisoned").contains(&job.token) {
+            continue;
+        }
+        let band = match Band::parse(&job.band) {
+            Ok(band) if band.is_standard() => band,
+            Ok(_) => {
+                failures.push((job, "the band's B1 is not 123/456/789".to_string()));
+                continue;
+            }
+            Err(error) => {
+                failures.push((job, format!("the band is not valid: {error}")));
+                continue;
+            }
+        };
+        let Some(seed) = SEEDS.get(job.seed as usize) else {
+            failures.push((job, "the seed is not 0-9".to_string()));
+            continue;
+        };
+        let started = Instant::now();
+        let count = counter.count(&band, seed);
+        let kind: CounterKind = job.counter.parse().unwrap_or_default();
+        results.push(JobResult {
+            job_id: job.job_id,
+            token: job.token,
+            band: job.band,
+            seed: job.seed,
+            count,
+            elapsed_seconds: started.elapsed().as_secs_f64(),
+            counter_version: kind.version().to_string(),
+        });
+    }
+    (results, failures)
+}
