@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 pub mod bench;
 pub mod classes;
+pub mod client;
 pub mod coordinator;
 pub mod count_band;
+pub mod roles;
 pub mod run;
 pub mod status;
 pub mod submit;

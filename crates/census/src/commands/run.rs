@@ -1,10 +1,129 @@
-//! Not yet built.
+//! `census run`: the whole census on this machine. It starts the same
+//! coordinator and workers a cluster runs, in one process, on a loopback port
+//! and an SQLite file, shows progress, and prints the exact total.
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use census_coordinator::Coordinator;
+use census_math::{CounterKind, Stage};
+use census_proto::v1::{GetProgressRequest, GetResultRequest};
+use census_store::StoreConfig;
+use census_worker::{Stop, WorkerConfig, default_worker_id, run_worker};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::watch;
+
+use super::client::{connect, print_result, status_error};
+use super::roles::{LogFormat, cores, init_logging, runtime, signals};
+use super::{parse_counter, parse_stage};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The stage: 44|russell, 71|felgenhauer-jarvis, 174, 416, 2051, 36288|catalogue.
+    #[arg(long, env = "CENSUS_STAGE", default_value = "44", value_parser = parse_stage)]
+    stage: Stage,
+    /// The counter: column-sets (fast), banded, or enumerate (hours).
+    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter)]
+    counter: CounterKind,
+    /// Where the run is kept: an SQLite file, or a postgres:// URL. Run again to resume.
+    #[arg(long, env = "CENSUS_DATABASE", default_value = "census.db")]
+    database: String,
+    /// Workers to start (default: the number of cores).
+    #[arg(long, env = "CENSUS_WORKERS")]
+    workers: Option<usize>,
+    /// Log format (logs go to stderr; RUST_LOG=info shows more).
+    #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
+    log_format: LogFormat,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this command is not built yet")
+/// Leases of a local run are short, so a run killed hard resumes quickly.
+const LOCAL_LEASE_TTL: Duration = Duration::from_secs(5);
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    init_logging(args.log_format, "warn");
+    let workers = args.workers.unwrap_or_else(cores);
+    if workers == 0 {
+        return Err(super::UsageError("--workers must be at least 1".into()).into());
+    }
+    runtime()?.block_on(census(args, workers))
+}
+
+async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let store = census_store::connect(&args.database, StoreConfig::default()).await?;
+    let coordinator = Coordinator::new(store, LOCAL_LEASE_TTL);
+    let run = coordinator.create_run(args.stage, args.counter, 1).await?;
+    println!(
+        "census: stage {} ({} classes), counter {}, {} jobs in {}{}",
+        run.spec.stage,
+        run.classes,
+        run.spec.counter,
+        run.jobs_total,
+        args.database,
+        if run.jobs_done > 0 { format!(", resuming at {} done", run.jobs_done) } else { String::new() }
+    );
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = format!("http://{}", listener.local_addr()?);
+    let (server_stop, server_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(coordinator.clone().serve(listener, async move {
+        let _ = server_stopped.await;
+    }));
+    let mut client = connect(&address).await?;
+
+    let (stop_workers, stop) = watch::channel(Stop::No);
+    let mut worker_tasks = Vec::new();
+    if !run.is_final {
+        for i in 0..workers {
+            let config = WorkerConfig {
+                coordinator: address.clone(),
+                worker_id: format!("{}-{i}", default_worker_id()),
+                threads: 1,
+                batch: None,
+                exit_when_done: false,
+                run: Some(run.run_id),
+            };
+            worker_tasks.push(tokio::spawn(run_worker(config, stop.clone())));
+        }
+    }
+
+    let bar = ProgressBar::new(run.jobs_total);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} jobs  {msg}").expect("a valid template").progress_chars("=> "),
+    );
+    let mut signals = signals();
+    let interrupted = loop {
+        let progress = client.get_progress(GetProgressRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
+        bar.set_position(progress.done);
+        let elapsed = started.elapsed().as_secs_f64().max(1e-3);
+        let counted: f64 = progress.completions_counted.parse().unwrap_or(0.0);
+        let eta = if progress.eta_seconds > 0.0 { format!(", ETA {:.0} s", progress.eta_seconds) } else { String::new() };
+        bar.set_message(format!("{:.3e} completions/s (x72 per job){eta}", counted / elapsed));
+        if progress.r#final || (progress.done + progress.failed == progress.jobs_total && progress.conflicts + progress.failed > 0) {
+            break false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = signals.wait_for(|n| *n > 0) => break true,
+        }
+    };
+    bar.finish_and_clear();
+    let _ = stop_workers.send(if interrupted { Stop::Drain } else { Stop::Now });
+    for task in worker_tasks {
+        let _ = task.await;
+    }
+    let result = client.get_result(GetResultRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
+    let _ = server_stop.send(());
+    let _ = server.await;
+
+    if interrupted {
+        println!("interrupted: nothing is lost; run `census run` again with the same --database to resume");
+        return Ok(ExitCode::from(130));
+    }
+    if run.is_final {
+        println!("this run was already finished; the stored answer:");
+    }
+    print_result(&result);
+    println!("elapsed: {:.3} s", started.elapsed().as_secs_f64());
+    Ok(if result.r#final { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

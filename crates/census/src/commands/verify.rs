@@ -1,10 +1,80 @@
-//! Not yet built.
+//! `census verify`: do finished runs of different stages agree on S?
 
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use census_proto::v1::{GetResultRequest, ListRunsRequest};
+use census_store::StoreConfig;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this command is not built yet")
+use super::UsageError;
+use super::client::{connect, status_error};
+use super::roles::runtime;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Read the runs from this database (postgres:// URL or SQLite path).
+    #[arg(long, env = "CENSUS_DATABASE_URL", conflicts_with = "coordinator")]
+    database: Option<String>,
+    /// Or ask this coordinator.
+    #[arg(long)]
+    coordinator: Option<String>,
+    /// The runs to compare, e.g. 1,2 (default: every finished run).
+    #[arg(long, value_delimiter = ',')]
+    runs: Vec<i64>,
+}
+
+/// (run, stage, final, S)
+type RunTotalLine = (i64, String, bool, String);
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        let lines: Vec<RunTotalLine> = match (&args.database, &args.coordinator) {
+            (Some(database), _) => {
+                let store = census_store::connect(database, StoreConfig::default()).await?;
+                let mut lines = Vec::new();
+                for run in store.list_runs().await? {
+                    let total = store.total(run.run_id).await?;
+                    lines.push((run.run_id, run.spec.stage, total.is_final, total.s));
+                }
+                lines
+            }
+            (None, Some(coordinator)) => {
+                let mut client = connect(coordinator).await?;
+                let runs = client.list_runs(ListRunsRequest {}).await.map_err(status_error)?.into_inner().runs;
+                let mut lines = Vec::new();
+                for run in runs {
+                    let result = client.get_result(GetResultRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
+                    lines.push((run.run_id, run.stage, result.r#final, result.s));
+                }
+                lines
+            }
+            (None, None) => return Err(UsageError("give --database or --coordinator".into()).into()),
+        };
+        let chosen: Vec<&RunTotalLine> = if args.runs.is_empty() {
+            lines.iter().filter(|line| line.2).collect()
+        } else {
+            let mut chosen = Vec::new();
+            for id in &args.runs {
+                let line = lines.iter().find(|line| line.0 == *id).ok_or_else(|| UsageError(format!("there is no run {id}")))?;
+                if !line.2 {
+                    return Err(UsageError(format!("run {id} ({}) is not finished", line.1)).into());
+                }
+                chosen.push(line);
+            }
+            chosen
+        };
+        if chosen.len() < 2 {
+            return Err(UsageError(format!("verify needs two finished runs; found {}", chosen.len())).into());
+        }
+        for (run, stage, _, s) in &chosen {
+            println!("run {run} ({stage}): S = {s}");
+        }
+        let agree = chosen.iter().all(|line| line.3 == chosen[0].3);
+        if agree {
+            println!("agree: every run gives S = {}", chosen[0].3);
+            Ok(ExitCode::SUCCESS)
+        } else {
+            println!("DISAGREE: the runs give different totals");
+            Ok(ExitCode::FAILURE)
+        }
+    })
 }

@@ -1,10 +1,62 @@
-//! Not yet built.
+//! `census worker`: lease jobs from a coordinator, count them, report the counts.
 
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use census_worker::{Stop, WorkerConfig, default_worker_id, run_worker};
+use tokio::sync::watch;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this command is not built yet")
+use super::roles::{LogFormat, cores, init_logging, runtime, signals};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The coordinator's gRPC address.
+    #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
+    coordinator: String,
+    /// Counting threads (default: the number of cores).
+    #[arg(long, env = "CENSUS_THREADS")]
+    threads: Option<usize>,
+    /// Jobs per lease (default: adapted to about a second of counting per thread).
+    #[arg(long, env = "CENSUS_BATCH")]
+    batch: Option<u32>,
+    /// This worker's name in the store (default: host name and process id).
+    #[arg(long, env = "CENSUS_WORKER_ID")]
+    worker_id: Option<String>,
+    /// Exit 0 once no run has work left, instead of waiting for new runs.
+    #[arg(long, env = "CENSUS_EXIT_WHEN_DONE")]
+    exit_when_done: bool,
+    /// Log format.
+    #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
+    log_format: LogFormat,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    init_logging(args.log_format, "info");
+    let coordinator = if args.coordinator.contains("://") { args.coordinator.clone() } else { format!("http://{}", args.coordinator) };
+    let config = WorkerConfig {
+        coordinator,
+        worker_id: args.worker_id.unwrap_or_else(default_worker_id),
+        threads: args.threads.unwrap_or_else(cores),
+        batch: args.batch,
+        exit_when_done: args.exit_when_done,
+        run: None,
+    };
+    if config.threads == 0 {
+        return Err(super::UsageError("--threads must be at least 1".into()).into());
+    }
+    runtime()?.block_on(async move {
+        tracing::info!(worker = %config.worker_id, coordinator = %config.coordinator, threads = config.threads, "worker starting");
+        let (stop_sender, stop) = watch::channel(Stop::No);
+        let mut signals = signals();
+        tokio::spawn(async move {
+            // First signal: finish the jobs in hand; second: stop at once.
+            while signals.changed().await.is_ok() {
+                let level = if *signals.borrow() >= 2 { Stop::Now } else { Stop::Drain };
+                tracing::info!(?level, "signal received");
+                let _ = stop_sender.send(level);
+            }
+        });
+        let report = run_worker(config, stop).await.map_err(|e| anyhow::anyhow!(e))?;
+        tracing::info!(counted = report.jobs_counted, recorded = report.jobs_recorded, lost = report.leases_lost, "worker stopped");
+        Ok(ExitCode::SUCCESS)
+    })
 }

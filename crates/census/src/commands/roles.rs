@@ -1,0 +1,52 @@
+//! What the long-running roles share: logging, signals, the runtime.
+
+use tokio::sync::watch;
+
+/// How log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Pretty,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// Starts logging at `default_level` unless RUST_LOG says otherwise.
+pub fn init_logging(format: LogFormat, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Pretty => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+/// Counts SIGINT and SIGTERM: the value is how many have arrived.
+pub fn signals() -> watch::Receiver<u32> {
+    let (sender, receiver) = watch::channel(0u32);
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+            tracing::error!("cannot listen for signals");
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            sender.send_modify(|n| *n += 1);
+        }
+    });
+    receiver
+}
+
+/// The number of cores, the default for threads and workers.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
