@@ -47,13 +47,14 @@ CREATE TABLE jobs (
     UNIQUE (run_id, class_id, seed),
     FOREIGN KEY (run_id, class_id) REFERENCES classes (run_id, class_id)
 );
-CREATE INDEX jobs_queue ON jobs (state, run_id, id);
+CREATE INDEX jobs_queue ON jobs (state, id);
 CREATE INDEX jobs_lease_token ON jobs (lease_token);
 
 -- Append-only: a result is never updated or deleted.
 CREATE TABLE results (
     id              BIGSERIAL PRIMARY KEY,
     job_id          BIGINT  NOT NULL REFERENCES jobs (id),
+    run_id          BIGINT  NOT NULL REFERENCES runs (id),
     attempt         BIGINT  NOT NULL,
     worker          TEXT    NOT NULL,
     count           BIGINT  NOT NULL CHECK (count >= 0),
@@ -63,7 +64,17 @@ CREATE TABLE results (
     finished_at     BIGINT  NOT NULL
 );
 CREATE INDEX results_job ON results (job_id, worker);
-CREATE INDEX results_finished ON results (finished_at);
+CREATE INDEX results_run_finished ON results (run_id, finished_at);
+
+-- Per-worker tallies, kept up to date by each batch of results.
+CREATE TABLE worker_stats (
+    run_id      BIGINT NOT NULL REFERENCES runs (id),
+    worker      TEXT   NOT NULL,
+    jobs        BIGINT NOT NULL,
+    completions BIGINT NOT NULL,
+    last_seen   BIGINT NOT NULL,
+    PRIMARY KEY (run_id, worker)
+);
 
 CREATE TABLE failures (
     id        BIGSERIAL PRIMARY KEY,

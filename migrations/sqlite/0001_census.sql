@@ -47,12 +47,13 @@ CREATE TABLE jobs (
     UNIQUE (run_id, class_id, seed),
     FOREIGN KEY (run_id, class_id) REFERENCES classes (run_id, class_id)
 );
-CREATE INDEX jobs_queue ON jobs (state, run_id, id);
+CREATE INDEX jobs_queue ON jobs (state, id);
 CREATE INDEX jobs_lease_token ON jobs (lease_token);
 
 CREATE TABLE results (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     job_id          INTEGER NOT NULL REFERENCES jobs (id),
+    run_id          INTEGER NOT NULL REFERENCES runs (id),
     attempt         INTEGER NOT NULL,
     worker          TEXT    NOT NULL,
     count           INTEGER NOT NULL CHECK (count >= 0),
@@ -62,13 +63,23 @@ CREATE TABLE results (
     finished_at     INTEGER NOT NULL
 );
 CREATE INDEX results_job ON results (job_id, worker);
-CREATE INDEX results_finished ON results (finished_at);
+CREATE INDEX results_run_finished ON results (run_id, finished_at);
 
 -- Results are append-only.
 CREATE TRIGGER results_never_change BEFORE UPDATE ON results
 BEGIN SELECT RAISE(ABORT, 'results are append-only'); END;
 CREATE TRIGGER results_never_go BEFORE DELETE ON results
 BEGIN SELECT RAISE(ABORT, 'results are append-only'); END;
+
+-- Per-worker tallies, kept up to date by each batch of results.
+CREATE TABLE worker_stats (
+    run_id      INTEGER NOT NULL REFERENCES runs (id),
+    worker      TEXT   NOT NULL,
+    jobs        INTEGER NOT NULL,
+    completions INTEGER NOT NULL,
+    last_seen   INTEGER NOT NULL,
+    PRIMARY KEY (run_id, worker)
+);
 
 CREATE TABLE failures (
     id        INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -282,13 +282,44 @@ impl SqlStore {
     }
 }
 
-/// What one accepted completion changes outside its job row.
+/// A job as a batch of completions sees it.
+struct JobRow {
+    run: RunId,
+    class: i64,
+    state: String,
+    attempt: i64,
+    token: Option<String>,
+    count: Option<i64>,
+    votes: i64,
+    redundancy: i64,
+    conflict: bool,
+}
+
+/// One row of the append-only results table.
+struct ResultRow {
+    job: JobId,
+    run: RunId,
+    attempt: i64,
+    worker: String,
+    count: i64,
+    elapsed_ms: f64,
+    counter_version: String,
+    outcome: &'static str,
+}
+
+/// What a batch of completions changes outside the job rows.
 #[derive(Default)]
 struct Deltas {
+    /// Jobs newly flagged with a conflict.
+    conflicted: Vec<JobId>,
+    /// Jobs failed by a disagreement between redundant workers.
+    failed: Vec<JobId>,
     /// (run, class) -> (count added, seeds done added)
     classes: BTreeMap<(RunId, i64), (u64, i64)>,
     /// run -> (jobs done, conflicts opened, failed jobs added)
     runs: BTreeMap<RunId, (i64, i64, i64)>,
+    /// (run, worker) -> (results accepted, completions)
+    workers: BTreeMap<(RunId, String), (i64, i64)>,
 }
 
 #[async_trait]
@@ -391,27 +422,39 @@ impl JobStore for SqlStore {
             self.run_facts(run).await?;
         }
         let now = now_ms();
-        let sql = format!(
-            "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_owner = $1, lease_expires_at = $2,
-                    updated_at = $3, lease_token = $4 || '-' || CAST(id AS TEXT) || '-' || CAST(attempt + 1 AS TEXT)
-             WHERE id IN (
-                 SELECT j.id FROM jobs j
-                 WHERE (j.state = 'pending' OR (j.state = 'leased' AND j.lease_expires_at < $3))
-                   AND j.run_id IN (SELECT r.id FROM runs r WHERE r.finished_at IS NULL AND ($6 < 0 OR r.id = $6))
-                   AND (j.votes = 0 OR NOT EXISTS (SELECT 1 FROM results x WHERE x.job_id = j.id AND x.worker = $1))
-                 ORDER BY j.id LIMIT $5 {})
-             RETURNING id, run_id, class_id, seed, attempt, lease_token",
-            self.backend.skip_locked()
-        );
-        let rows = sqlx::query(&sql)
-            .bind(worker)
-            .bind(now + ttl.as_millis() as i64)
-            .bind(now)
-            .bind(token_salt())
-            .bind(i64::from(max))
-            .bind(run.unwrap_or(-1))
-            .fetch_all(&self.pool)
-            .await?;
+        let salt = token_salt();
+        // Expired leases first (few), then pending jobs in id order; each is
+        // a short walk of the (state, id) index, however many jobs are done.
+        let mut rows = Vec::new();
+        for waiting in ["j.state = 'leased' AND j.lease_expires_at < $3", "j.state = 'pending'"] {
+            let wanted = i64::from(max) - rows.len() as i64;
+            if wanted <= 0 {
+                break;
+            }
+            let sql = format!(
+                "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_owner = $1, lease_expires_at = $2,
+                        updated_at = $3, lease_token = $4 || '-' || CAST(id AS TEXT) || '-' || CAST(attempt + 1 AS TEXT)
+                 WHERE id IN (
+                     SELECT j.id FROM jobs j
+                     WHERE {waiting}
+                       AND j.run_id IN (SELECT r.id FROM runs r WHERE r.finished_at IS NULL AND ($6 < 0 OR r.id = $6))
+                       AND (j.votes = 0 OR NOT EXISTS (SELECT 1 FROM results x WHERE x.job_id = j.id AND x.worker = $1))
+                     ORDER BY j.id LIMIT $5 {})
+                 RETURNING id, run_id, class_id, seed, attempt, lease_token",
+                self.backend.skip_locked()
+            );
+            rows.extend(
+                sqlx::query(&sql)
+                    .bind(worker)
+                    .bind(now + ttl.as_millis() as i64)
+                    .bind(now)
+                    .bind(&salt)
+                    .bind(wanted)
+                    .bind(run.unwrap_or(-1))
+                    .fetch_all(&self.pool)
+                    .await?,
+            );
+        }
         let mut leases = Vec::with_capacity(rows.len());
         for row in &rows {
             let run_id: RunId = row.try_get(1)?;
@@ -462,113 +505,180 @@ impl JobStore for SqlStore {
 
     async fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
         let mut outcomes: Vec<Option<Result<CompleteOutcome, StoreError>>> = (0..completions.len()).map(|_| None).collect();
-        // Lock jobs in id order, then classes, then runs, so concurrent batches cannot deadlock.
-        let mut order: Vec<usize> = (0..completions.len()).collect();
-        order.sort_by_key(|&i| completions[i].job_id);
         let now = now_ms();
-        let mut deltas = Deltas::default();
         let mut tx = self.pool.begin().await?;
-        let select = format!(
-            "SELECT j.run_id, j.class_id, j.state, j.attempt, j.lease_token, j.count, j.votes, r.redundancy, j.conflict
-             FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id = $1 {}",
-            self.backend.for_update()
-        );
-        for i in order {
-            let c = &completions[i];
+
+        // Lock the batch's jobs in id order (so concurrent batches cannot
+        // deadlock), then decide every completion in Rust, then write in bulk.
+        let mut ids: Vec<JobId> = completions.iter().filter(|c| c.count <= MAX_SEED_COUNT).map(|c| c.job_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut jobs: HashMap<JobId, JobRow> = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT j.id, j.run_id, j.class_id, j.state, j.attempt, j.lease_token, j.count, j.votes, r.redundancy, j.conflict
+                 FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({}) ORDER BY j.id {}",
+                placeholders.join(", "),
+                self.backend.for_update()
+            );
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            for row in query.fetch_all(&mut *tx).await? {
+                let job = JobRow {
+                    run: row.try_get(1)?,
+                    class: row.try_get(2)?,
+                    state: row.try_get(3)?,
+                    attempt: row.try_get(4)?,
+                    token: row.try_get(5)?,
+                    count: row.try_get(6)?,
+                    votes: row.try_get(7)?,
+                    redundancy: row.try_get(8)?,
+                    conflict: row.try_get::<i64, _>(9)? != 0,
+                };
+                jobs.insert(row.try_get(0)?, job);
+            }
+        }
+
+        let mut deltas = Deltas::default();
+        let mut results: Vec<ResultRow> = Vec::new();
+        let mut accepted: Vec<(JobId, &'static str, i64)> = Vec::new();
+        for (i, c) in completions.iter().enumerate() {
             if c.count > MAX_SEED_COUNT {
                 outcomes[i] = Some(Err(StoreError::AbsurdCount { job: c.job_id, count: c.count, max: MAX_SEED_COUNT }));
                 continue;
             }
-            let Some(row) = sqlx::query(&select).bind(c.job_id).fetch_optional(&mut *tx).await? else {
+            let Some(job) = jobs.get_mut(&c.job_id) else {
                 outcomes[i] = Some(Err(StoreError::UnknownJob(c.job_id)));
                 continue;
             };
-            let run: RunId = row.try_get(0)?;
-            let class: i64 = row.try_get(1)?;
-            let state: String = row.try_get(2)?;
-            let attempt: i64 = row.try_get(3)?;
-            let token: Option<String> = row.try_get(4)?;
-            let stored: Option<i64> = row.try_get(5)?;
-            let votes: i64 = row.try_get(6)?;
-            let redundancy: i64 = row.try_get(7)?;
-            let already_in_conflict = row.try_get::<i64, _>(8)? != 0;
             let count = c.count as i64;
-            let record = |outcome: &'static str| {
-                sqlx::query(
-                    "INSERT INTO results (job_id, attempt, worker, count, elapsed_ms, counter_version, outcome, finished_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                )
-                .bind(c.job_id)
-                .bind(attempt)
-                .bind(c.worker.clone())
-                .bind(count)
-                .bind(c.elapsed.as_secs_f64() * 1e3)
-                .bind(c.counter_version.clone())
-                .bind(outcome)
-                .bind(now)
+            let mut result = |outcome: &'static str, job: &JobRow| {
+                results.push(ResultRow {
+                    job: c.job_id,
+                    run: job.run,
+                    attempt: job.attempt,
+                    worker: c.worker.clone(),
+                    count,
+                    elapsed_ms: c.elapsed.as_secs_f64() * 1e3,
+                    counter_version: c.counter_version.clone(),
+                    outcome,
+                })
             };
-
-            if state == "done" {
-                if stored == Some(count) {
+            if job.state == "done" {
+                if job.count == Some(count) {
                     outcomes[i] = Some(Ok(CompleteOutcome::AlreadyDone));
                 } else {
-                    record("conflict").execute(&mut *tx).await?;
-                    if !already_in_conflict {
-                        sqlx::query("UPDATE jobs SET conflict = 1, updated_at = $2 WHERE id = $1")
-                            .bind(c.job_id)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await?;
-                        deltas.runs.entry(run).or_default().1 += 1;
+                    result("conflict", job);
+                    if !job.conflict {
+                        job.conflict = true;
+                        deltas.conflicted.push(c.job_id);
+                        deltas.runs.entry(job.run).or_default().1 += 1;
                     }
-                    tracing::warn!(job = c.job_id, stored, reported = count, worker = %c.worker, "conflicting count");
-                    outcomes[i] = Some(Ok(CompleteOutcome::Conflict { stored: stored.unwrap_or(0) as u64 }));
+                    tracing::warn!(job = c.job_id, stored = job.count, reported = count, worker = %c.worker, "conflicting count");
+                    outcomes[i] = Some(Ok(CompleteOutcome::Conflict { stored: job.count.unwrap_or(0) as u64 }));
                 }
                 continue;
             }
-            if token.as_deref() != Some(c.token.as_str()) {
+            if job.token.as_deref() != Some(c.token.as_str()) {
                 outcomes[i] = Some(Err(StoreError::StaleToken { job: c.job_id }));
                 continue;
             }
-            let was_failed = state == "failed";
-            if votes > 0 && stored != Some(count) {
+            let was_failed = job.state == "failed";
+            if job.votes > 0 && job.count != Some(count) {
                 // Redundant workers disagree: the job is flagged and failed until recounted.
-                record("conflict").execute(&mut *tx).await?;
-                sqlx::query("UPDATE jobs SET state = 'failed', conflict = 1, lease_owner = NULL, updated_at = $2 WHERE id = $1")
-                    .bind(c.job_id)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                let run_delta = deltas.runs.entry(run).or_default();
+                result("conflict", job);
+                deltas.conflicted.push(c.job_id);
+                deltas.failed.push(c.job_id);
+                let run_delta = deltas.runs.entry(job.run).or_default();
                 run_delta.1 += 1;
                 if !was_failed {
                     run_delta.2 += 1;
                 }
-                outcomes[i] = Some(Ok(CompleteOutcome::Conflict { stored: stored.unwrap_or(0) as u64 }));
+                job.state = "failed".into();
+                job.conflict = true;
+                outcomes[i] = Some(Ok(CompleteOutcome::Conflict { stored: job.count.unwrap_or(0) as u64 }));
                 continue;
             }
-            let done = votes + 1 >= redundancy;
-            record(if done { "accepted" } else { "vote" }).execute(&mut *tx).await?;
-            sqlx::query(
-                "UPDATE jobs SET state = $2, count = $3, votes = votes + 1, lease_owner = NULL, lease_expires_at = NULL,
-                        updated_at = $4 WHERE id = $1",
-            )
-            .bind(c.job_id)
-            .bind(if done { "done" } else { "pending" })
-            .bind(count)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            let done = job.votes + 1 >= job.redundancy;
+            result(if done { "accepted" } else { "vote" }, job);
+            let tally = deltas.workers.entry((job.run, c.worker.clone())).or_default();
+            tally.0 += 1;
+            tally.1 += count;
             if was_failed {
-                deltas.runs.entry(run).or_default().2 -= 1;
+                deltas.runs.entry(job.run).or_default().2 -= 1;
             }
             if done {
-                let class_delta = deltas.classes.entry((run, class)).or_default();
+                let class_delta = deltas.classes.entry((job.run, job.class)).or_default();
                 class_delta.0 += c.count;
                 class_delta.1 += 1;
-                deltas.runs.entry(run).or_default().0 += 1;
+                deltas.runs.entry(job.run).or_default().0 += 1;
+            }
+            accepted.push((c.job_id, if done { "done" } else { "pending" }, count));
+            job.state = if done { "done".into() } else { "pending".into() };
+            job.count = Some(count);
+            job.votes += 1;
+            // A second report with the same token in this batch is a duplicate, not a vote.
+            if !done {
+                job.token = None;
             }
             outcomes[i] = Some(Ok(CompleteOutcome::Recorded));
+        }
+
+        for chunk in results.chunks(300) {
+            let mut sql = String::from(
+                "INSERT INTO results (job_id, run_id, attempt, worker, count, elapsed_ms, counter_version, outcome, finished_at) VALUES ",
+            );
+            for i in 0..chunk.len() {
+                let p = i * 8;
+                sql.push_str(&format!(
+                    "{}(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, $0)",
+                    if i > 0 { ", " } else { "" },
+                    p + 2, p + 3, p + 4, p + 5, p + 6, p + 7, p + 8, p + 9
+                ));
+            }
+            // $1 is the time; placeholders are renumbered so it comes first.
+            let sql = sql.replace("$0)", "$1)");
+            let mut query = sqlx::query(&sql).bind(now);
+            for r in chunk {
+                query = query
+                    .bind(r.job)
+                    .bind(r.run)
+                    .bind(r.attempt)
+                    .bind(r.worker.clone())
+                    .bind(r.count)
+                    .bind(r.elapsed_ms)
+                    .bind(r.counter_version.clone())
+                    .bind(r.outcome);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        for chunk in accepted.chunks(500) {
+            let values: Vec<String> =
+                (0..chunk.len()).map(|i| format!("(${}, ${}, ${})", i * 3 + 2, i * 3 + 3, i * 3 + 4)).collect();
+            let sql = format!(
+                "UPDATE jobs SET state = v.column2, count = v.column3, votes = votes + 1, lease_owner = NULL,
+                        lease_expires_at = NULL, updated_at = $1
+                 FROM (VALUES {}) AS v WHERE jobs.id = v.column1",
+                values.join(", ")
+            );
+            let mut query = sqlx::query(&sql).bind(now);
+            for (job, state, count) in chunk {
+                query = query.bind(*job).bind(*state).bind(*count);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        for job in &deltas.conflicted {
+            sqlx::query("UPDATE jobs SET conflict = 1, updated_at = $2 WHERE id = $1").bind(*job).bind(now).execute(&mut *tx).await?;
+        }
+        for job in &deltas.failed {
+            sqlx::query("UPDATE jobs SET state = 'failed', lease_owner = NULL, updated_at = $2 WHERE id = $1")
+                .bind(*job)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
         }
         for (&(run, class), &(count, seeds)) in &deltas.classes {
             sqlx::query(
@@ -578,6 +688,20 @@ impl JobStore for SqlStore {
             .bind(class)
             .bind(count as i64)
             .bind(seeds)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for ((run, worker), &(jobs, completions)) in &deltas.workers {
+            sqlx::query(
+                "INSERT INTO worker_stats (run_id, worker, jobs, completions, last_seen) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (run_id, worker) DO UPDATE SET jobs = worker_stats.jobs + excluded.jobs,
+                     completions = worker_stats.completions + excluded.completions, last_seen = excluded.last_seen",
+            )
+            .bind(*run)
+            .bind(worker.clone())
+            .bind(jobs)
+            .bind(completions)
+            .bind(now)
             .execute(&mut *tx)
             .await?;
         }
@@ -644,34 +768,29 @@ impl JobStore for SqlStore {
     }
 
     async fn progress(&self, run: RunId) -> Result<Progress, StoreError> {
+        // Read from the run's counters and small index ranges, never a scan
+        // of every job: progress is polled while the run is busiest.
         let run_row = self.ensure_run(run).await?;
         let mut progress = Progress { run_id: run, ..Progress::default() };
         progress.jobs_total = run_row.try_get::<i64, _>(4)? as u64;
+        progress.done = progress.jobs_total - run_row.try_get::<i64, _>(5)? as u64;
+        progress.failed = run_row.try_get::<i64, _>(6)? as u64;
         progress.conflicts = run_row.try_get::<i64, _>(1)? as u64;
         let now = now_ms();
-        let states = sqlx::query("SELECT state, COUNT(*) FROM jobs WHERE run_id = $1 GROUP BY state")
-            .bind(run)
-            .fetch_all(&self.pool)
-            .await?;
-        for row in &states {
-            let n = row.try_get::<i64, _>(1)? as u64;
-            match row.try_get::<String, _>(0)?.as_str() {
-                "pending" => progress.pending += n,
-                "leased" => progress.leased += n,
-                "done" => progress.done += n,
-                _ => progress.failed += n,
-            }
-        }
-        let counted = sqlx::query("SELECT CAST(SUM(count) AS TEXT) FROM jobs WHERE run_id = $1 AND state = 'done'")
+        let leased = sqlx::query("SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND run_id = $1")
             .bind(run)
             .fetch_one(&self.pool)
             .await?;
-        progress.completions_counted = counted.try_get::<Option<String>, _>(0)?.unwrap_or_else(|| "0".into());
-        progress.completions_counted = big(&progress.completions_counted)?.to_string();
+        progress.leased = leased.try_get::<i64, _>(0)? as u64;
+        progress.pending = progress.jobs_total.saturating_sub(progress.done + progress.failed + progress.leased);
+        let counted = sqlx::query("SELECT CAST(SUM(seed_sum) AS TEXT) FROM classes WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&self.pool)
+            .await?;
+        progress.completions_counted = big(&counted.try_get::<Option<String>, _>(0)?.unwrap_or_else(|| "0".into()))?.to_string();
 
         let recent = sqlx::query(
-            "SELECT COUNT(*), MIN(x.finished_at) FROM results x JOIN jobs j ON j.id = x.job_id
-             WHERE j.run_id = $1 AND x.finished_at >= $2 AND x.outcome = 'accepted'",
+            "SELECT COUNT(*), MIN(finished_at) FROM results WHERE run_id = $1 AND finished_at >= $2 AND outcome = 'accepted'",
         )
         .bind(run)
         .bind(now - 60_000)
@@ -687,8 +806,7 @@ impl JobStore for SqlStore {
             progress.eta = Some(Duration::from_secs_f64(remaining as f64 / progress.jobs_per_second));
         }
         let workers = sqlx::query(
-            "SELECT x.worker, COUNT(*), CAST(SUM(x.count) AS TEXT), MAX(x.finished_at)
-             FROM results x JOIN jobs j ON j.id = x.job_id WHERE j.run_id = $1 GROUP BY x.worker ORDER BY x.worker",
+            "SELECT worker, jobs, completions, last_seen FROM worker_stats WHERE run_id = $1 ORDER BY worker",
         )
         .bind(run)
         .fetch_all(&self.pool)
@@ -697,7 +815,7 @@ impl JobStore for SqlStore {
             progress.workers.push(WorkerProgress {
                 worker: row.try_get(0)?,
                 jobs: row.try_get::<i64, _>(1)? as u64,
-                completions: big(&row.try_get::<String, _>(2)?)?.to_string(),
+                completions: row.try_get::<i64, _>(2)?.to_string(),
                 last_seen_unix: row.try_get::<i64, _>(3)? / 1000,
             });
         }
