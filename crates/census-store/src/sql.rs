@@ -36,6 +36,16 @@ impl Backend {
         }
     }
 
+    /// `id` is one of the ids the subquery picks. Postgres plans `id IN
+    /// (subquery)` of an UPDATE as a hash join over a scan of every job; an
+    /// array built first (an InitPlan) makes it a primary-key lookup.
+    fn id_among(self, subquery: &str) -> String {
+        match self {
+            Backend::Postgres => format!("id = ANY(ARRAY({subquery}))"),
+            Backend::Sqlite => format!("id IN ({subquery})"),
+        }
+    }
+
     fn for_update(self) -> &'static str {
         match self {
             Backend::Postgres => "FOR UPDATE OF j",
@@ -434,14 +444,20 @@ impl JobStore for SqlStore {
             let sql = format!(
                 "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_owner = $1, lease_expires_at = $2,
                         updated_at = $3, lease_token = $4 || '-' || CAST(id AS TEXT) || '-' || CAST(attempt + 1 AS TEXT)
-                 WHERE id IN (
-                     SELECT j.id FROM jobs j
+                 WHERE {}
+                 RETURNING id, run_id, class_id, seed, attempt, lease_token",
+                self.backend.id_among(&format!(
+                    // A worker votes once per job. The check is a per-row
+                    // index probe, made only for jobs with votes: as NOT
+                    // EXISTS, Postgres hashes it from a scan of all results.
+                    "SELECT j.id FROM jobs j
                      WHERE {waiting}
                        AND j.run_id IN (SELECT r.id FROM runs r WHERE r.finished_at IS NULL AND ($6 < 0 OR r.id = $6))
-                       AND (j.votes = 0 OR NOT EXISTS (SELECT 1 FROM results x WHERE x.job_id = j.id AND x.worker = $1))
-                     ORDER BY j.id LIMIT $5 {})
-                 RETURNING id, run_id, class_id, seed, attempt, lease_token",
-                self.backend.skip_locked()
+                       AND CASE WHEN j.votes = 0 THEN 1 = 1
+                                ELSE (SELECT COUNT(*) FROM results x WHERE x.job_id = j.id AND x.worker = $1) = 0 END
+                     ORDER BY j.id LIMIT $5 {}",
+                    self.backend.skip_locked()
+                ))
             );
             rows.extend(
                 sqlx::query(&sql)

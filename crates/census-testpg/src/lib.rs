@@ -37,7 +37,7 @@ pub fn fresh_database() -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let name = format!("census_test_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
     let base = server_url();
-    let psql = find_binary("psql");
+    let psql = binary("psql");
     let status = Command::new(&psql)
         .arg(base)
         .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", &format!("CREATE DATABASE {name}")])
@@ -57,7 +57,7 @@ pub fn fresh_database() -> String {
 
 /// Where PostgreSQL's server binaries are: next to `initdb` on PATH (through
 /// its symlink), or under /usr/lib/postgresql/<version>/bin.
-fn find_binary(name: &str) -> PathBuf {
+pub fn binary(name: &str) -> PathBuf {
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
@@ -137,8 +137,8 @@ fn start_server_on_a_lasting_thread() -> String {
 }
 
 fn start_server() -> String {
-    let initdb = find_binary("initdb");
-    let postgres = find_binary("postgres");
+    let initdb = binary("initdb");
+    let postgres = binary("postgres");
     let account = server_account();
     remove_stale_directories();
 
@@ -174,7 +174,7 @@ fn start_server() -> String {
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", postgres.display()));
 
     let url = format!("postgres://{USER}@127.0.0.1:{port}/postgres");
-    let psql = find_binary("psql");
+    let psql = binary("psql");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let ready = Command::new(&psql)

@@ -1,0 +1,243 @@
+//! End to end, as users and operators run it: `census run` on SQLite, and a
+//! coordinator with worker processes on a throw-away Postgres, with workers
+//! killed and the coordinator restarted mid-run.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const N0: &str = "6670903752021072936960";
+const N0_PRINTED: &str = "6,670,903,752,021,072,936,960";
+
+fn census() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_census"));
+    command.env_remove("RUST_LOG");
+    command
+}
+
+fn temp_db(name: &str) -> String {
+    let path = std::env::temp_dir().join(format!("census-e2e-{}-{name}.db", std::process::id()));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    path.display().to_string()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn signal(child: &Child, signal: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+}
+
+fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("process {} did not finish within {limit:?}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+#[test]
+fn census_run_on_a_fresh_sqlite_file_prints_n0() {
+    let db = temp_db("fresh");
+    let output = census().args(["run", "--database", &db, "--workers", "2"]).output().unwrap();
+    let printed = text(&output);
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains(&format!("N0 = 9! x 72^2 x S = {N0_PRINTED}")), "{printed}");
+    assert!(printed.contains("S  = 3,546,146,300,288 = 2^7 x 27,704,267,971"), "{printed}");
+    assert!(printed.contains("Kilfoil's estimate: 6.6571e21"), "{printed}");
+
+    // Run again: the stored answer, nothing recounted.
+    let again = census().args(["run", "--database", &db]).output().unwrap();
+    let printed = text(&again);
+    assert!(again.status.success(), "{printed}");
+    assert!(printed.contains("already finished") && printed.contains(N0_PRINTED), "{printed}");
+}
+
+#[test]
+fn census_run_interrupted_resumes_and_ends_exact() {
+    let db = temp_db("interrupted");
+    // The stacks+columns stage (20,510 jobs) takes a few seconds: long enough to interrupt.
+    let mut first = census()
+        .args(["run", "--database", &db, "--stage", "2051", "--workers", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(&first, libc::SIGINT);
+    let status = wait_with_timeout(&mut first, Duration::from_secs(60));
+    let output = first.wait_with_output().unwrap();
+    let printed = text(&output);
+    assert_eq!(status.code(), Some(130), "{printed}");
+    assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
+
+    let second = census().args(["run", "--database", &db, "--stage", "2051", "--workers", "2"]).output().unwrap();
+    let printed = text(&second);
+    assert!(second.status.success(), "{printed}");
+    assert!(printed.contains("resuming at"), "the second run resumes: {printed}");
+    assert!(printed.contains(N0_PRINTED), "{printed}");
+}
+
+#[test]
+fn a_bad_database_path_is_a_clear_error() {
+    let output = census().args(["run", "--database", "/nonexistent-dir/census.db"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let printed = text(&output);
+    assert!(printed.contains("/nonexistent-dir/census.db") && printed.contains("cannot be opened"), "{printed}");
+}
+
+struct Cluster {
+    database_url: String,
+    address: String,
+    port: u16,
+    children: Vec<Child>,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let database_url = census_testpg::fresh_database();
+        let port = free_port();
+        Cluster { database_url, address: format!("127.0.0.1:{port}"), port, children: Vec::new() }
+    }
+
+    fn coordinator(&self, extra: &[&str]) -> Child {
+        census()
+            .args(["coordinator", "--database-url", &self.database_url, "--listen", &self.address])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    fn worker(&self, name: &str) -> Child {
+        census()
+            .args(["worker", "--coordinator", &format!("http://{}", self.address), "--threads", "1", "--exit-when-done"])
+            .args(["--worker-id", name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    fn status_json(&self) -> serde_json::Value {
+        let output = census().args(["status", "--coordinator", &self.address, "--json"]).output().unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    fn wait_until_serving(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "the coordinator did not start listening");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn sql(&self, query: &str) -> String {
+        let output = Command::new(census_testpg::binary("psql")).args([&self.database_url, "-At", "-c", query]).output().unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The results table proves nothing was counted twice: exactly one accepted
+/// result per job, and the class sums are the sums of those results.
+fn assert_counted_once(cluster: &Cluster, jobs: u64) {
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM results WHERE outcome = 'accepted'"), jobs.to_string());
+    assert_eq!(cluster.sql("SELECT COUNT(DISTINCT job_id) FROM results WHERE outcome = 'accepted'"), jobs.to_string());
+    assert_eq!(
+        cluster.sql(
+            "SELECT COUNT(*) FROM classes c WHERE c.seed_sum <> (SELECT COALESCE(SUM(x.count), 0) FROM results x \
+             JOIN jobs j ON j.id = x.job_id WHERE x.outcome = 'accepted' AND j.run_id = c.run_id AND j.class_id = c.class_id)"
+        ),
+        "0"
+    );
+}
+
+#[test]
+fn a_postgres_cluster_counts_the_russell_census_exactly() {
+    let mut cluster = Cluster::new();
+    let coordinator = cluster.coordinator(&["--stage", "44"]);
+    cluster.children.push(coordinator);
+    cluster.wait_until_serving();
+    let mut workers = vec![cluster.worker("one"), cluster.worker("two")];
+    for worker in &mut workers {
+        assert!(wait_with_timeout(worker, Duration::from_secs(120)).success());
+    }
+    let status = cluster.status_json();
+    assert_eq!(status["final"], true, "{status}");
+    assert_eq!(status["n0"], N0);
+    assert_eq!(status["done"], 440);
+
+    // The audit view agrees with the gRPC answer, class by class.
+    assert_eq!(cluster.sql("SELECT n0 FROM run_progress"), N0);
+    assert_eq!(cluster.sql("SELECT SUM(contribution) FROM class_totals"), "3546146300288");
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM class_totals WHERE complete"), "44");
+    let output = census().args(["status", "--coordinator", &cluster.address]).output().unwrap();
+    let printed = text(&output);
+    let sql_lines = cluster.sql("SELECT class_id || ' ' || representative || ' ' || size || ' ' || completions FROM class_totals ORDER BY class_id");
+    for line in sql_lines.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let expected = format!("{} size {:>5}: 10/10 seeds, n = {}", parts[1], parts[2], parts[3]);
+        assert!(printed.contains(&expected), "class {} as gRPC shows it: {expected}\n{printed}", parts[0]);
+    }
+    assert_counted_once(&cluster, 440);
+    // Both workers took part.
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM worker_stats"), "2");
+}
+
+#[test]
+fn a_killed_worker_and_a_restarted_coordinator_lose_nothing() {
+    let mut cluster = Cluster::new();
+    // The banded counter takes about 0.1 s a job: a run of tens of seconds.
+    let coordinator = cluster.coordinator(&["--stage", "44", "--counter", "banded", "--lease-ttl", "3"]);
+    cluster.children.push(coordinator);
+    cluster.wait_until_serving();
+    let victim = cluster.worker("victim");
+    let mut survivor = cluster.worker("survivor");
+    std::thread::sleep(Duration::from_secs(4));
+    signal(&victim, libc::SIGKILL);
+    cluster.children.push(victim);
+    let mut replacement = cluster.worker("replacement");
+
+    std::thread::sleep(Duration::from_secs(3));
+    let mut coordinator = cluster.children.remove(0);
+    signal(&coordinator, libc::SIGKILL);
+    let _ = coordinator.wait();
+    std::thread::sleep(Duration::from_secs(2));
+    let restarted = cluster.coordinator(&["--lease-ttl", "3"]);
+    cluster.children.push(restarted);
+
+    assert!(wait_with_timeout(&mut survivor, Duration::from_secs(240)).success());
+    assert!(wait_with_timeout(&mut replacement, Duration::from_secs(240)).success());
+    let status = cluster.status_json();
+    assert_eq!(status["final"], true, "{status}");
+    assert_eq!(status["n0"], N0);
+    assert_counted_once(&cluster, 440);
+}
