@@ -72,14 +72,15 @@ fn census_run_on_a_fresh_sqlite_file_prints_n0() {
 #[test]
 fn census_run_interrupted_resumes_and_ends_exact() {
     let db = temp_db("interrupted");
-    // The stacks+columns stage (20,510 jobs) takes a few seconds: long enough to interrupt.
+    // The banded counter takes about 0.1 s a job: the Russell stage runs
+    // for tens of seconds, long enough to interrupt.
     let mut first = census()
-        .args(["run", "--database", &db, "--stage", "2051", "--workers", "2"])
+        .args(["run", "--database", &db, "--counter", "banded", "--workers", "2"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    std::thread::sleep(Duration::from_secs(4));
     signal(&first, libc::SIGINT);
     let status = wait_with_timeout(&mut first, Duration::from_secs(60));
     let output = first.wait_with_output().unwrap();
@@ -87,7 +88,7 @@ fn census_run_interrupted_resumes_and_ends_exact() {
     assert_eq!(status.code(), Some(130), "{printed}");
     assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
 
-    let second = census().args(["run", "--database", &db, "--stage", "2051", "--workers", "2"]).output().unwrap();
+    let second = census().args(["run", "--database", &db, "--counter", "banded", "--workers", "2"]).output().unwrap();
     let printed = text(&second);
     assert!(second.status.success(), "{printed}");
     assert!(printed.contains("resuming at"), "the second run resumes: {printed}");

@@ -1,0 +1,207 @@
+//! The deployment files stay true to the binary: the compose file and the
+//! Kubernetes manifests validate with real tools (installed here, into
+//! target/deploy-tools, so a fresh machine needs only Python 3), every
+//! command, flag and CENSUS_* variable they use exists in `census --help`,
+//! and the compose topology, started as local processes with the compose
+//! file's own commands and environment, computes N0.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_yaml::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn run(command: &mut Command) -> String {
+    let output = command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{command:?} failed:\n{text}");
+    text
+}
+
+/// A virtual environment with the given packages, made once and reused.
+fn venv(name: &str, installs: &[&[&str]]) -> PathBuf {
+    let dir = root().join("target/deploy-tools").join(name);
+    let ready = dir.join(".installed");
+    if !ready.exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        run(Command::new("python3").args(["-m", "venv"]).arg(&dir));
+        for packages in installs {
+            run(Command::new(dir.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check"]).args(*packages));
+        }
+        std::fs::write(&ready, "").unwrap();
+    }
+    dir.join("bin")
+}
+
+fn tools() -> &'static (PathBuf, PathBuf) {
+    static TOOLS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        // docker-compose 1.29 pins PyYAML 5, which needs Cython < 3 to build,
+        // and jsonschema 3, which kubernetes-validate cannot use: two venvs.
+        let compose = venv(
+            "compose",
+            &[
+                &["cython<3", "wheel", "setuptools"],
+                &["--no-build-isolation", "pyyaml==5.4.1"],
+                &["docker-compose==1.29.2"],
+            ],
+        );
+        let kube = venv("kubernetes", &[&["kubernetes-validate==1.33.1"]]);
+        (compose.join("docker-compose"), kube.join("kubernetes-validate"))
+    })
+}
+
+fn yaml_documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml::Deserializer::from_str(&text).map(|document| Value::deserialize(document).unwrap()).collect()
+}
+
+use serde::Deserialize;
+
+fn manifests() -> Vec<PathBuf> {
+    let dir = root().join("deploy/kubernetes");
+    let kustomization = &yaml_documents(&dir.join("kustomization.yaml"))[0];
+    kustomization["resources"].as_sequence().unwrap().iter().map(|r| dir.join(r.as_str().unwrap())).collect()
+}
+
+#[test]
+fn the_compose_file_is_valid_compose() {
+    let (compose, _) = tools();
+    run(Command::new(compose).arg("-f").arg(root().join("docker-compose.yml")).args(["config", "--quiet"]));
+}
+
+#[test]
+fn the_kubernetes_manifests_are_valid_kubernetes() {
+    let (_, validate) = tools();
+    let files = manifests();
+    assert!(files.iter().all(|f| f.exists()), "every resource in kustomization.yaml exists: {files:?}");
+    let output = run(Command::new(validate).args(["--strict"]).args(&files));
+    assert!(!output.contains("ERROR"), "{output}");
+}
+
+/// Every `census ...` command line in the deployment files, with the
+/// CENSUS_* variables set beside it.
+fn command_lines() -> Vec<(Vec<String>, Vec<String>)> {
+    let mut lines = Vec::new();
+    let strings = |value: &Value| -> Vec<String> {
+        value.as_sequence().map(|s| s.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default()
+    };
+    let compose = &yaml_documents(&root().join("docker-compose.yml"))[0];
+    for (_, service) in compose["services"].as_mapping().unwrap() {
+        let command = strings(&service["command"]);
+        if command.first().map(String::as_str) == Some("census") {
+            let env = service["environment"].as_mapping().map(|m| m.keys().filter_map(|k| k.as_str().map(String::from)).collect()).unwrap_or_default();
+            lines.push((command, env));
+        }
+    }
+    for file in manifests() {
+        for document in yaml_documents(&file) {
+            let containers = &document["spec"]["template"]["spec"]["containers"];
+            for container in containers.as_sequence().into_iter().flatten() {
+                let mut command = strings(&container["command"]);
+                command.extend(strings(&container["args"]));
+                if command.first().map(String::as_str) == Some("census") {
+                    let env = container["env"].as_sequence().into_iter().flatten().filter_map(|e| e["name"].as_str().map(String::from)).collect();
+                    lines.push((command, env));
+                }
+            }
+        }
+    }
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    for line in dockerfile.lines().filter(|l| l.starts_with("CMD")) {
+        let words: Vec<String> = serde_json::from_str(line.trim_start_matches("CMD").trim()).unwrap();
+        lines.push((words, Vec::new()));
+    }
+    lines
+}
+
+#[test]
+fn every_command_flag_and_variable_exists_in_census_help() {
+    let lines = command_lines();
+    assert!(lines.len() >= 5, "the compose file, the manifests and the Dockerfile run census: {lines:?}");
+    for (command, env) in lines {
+        let words: Vec<&str> = command.iter().skip(1).map(String::as_str).collect();
+        let subcommand: Vec<&str> = words.iter().take_while(|w| !w.starts_with('-')).copied().collect();
+        let help = run(Command::new(env!("CARGO_BIN_EXE_census")).args(&subcommand).arg("--help"));
+        for flag in words.iter().filter(|w| w.starts_with("--")) {
+            let flag = flag.split('=').next().unwrap();
+            assert!(help.contains(flag), "`census {}` has no {flag}:\n{help}", subcommand.join(" "));
+        }
+        for variable in env.iter().filter(|v| v.starts_with("CENSUS_")) {
+            assert!(help.contains(&format!("env: {variable}")), "`census {}` reads no {variable}:\n{help}", subcommand.join(" "));
+        }
+    }
+}
+
+#[test]
+fn the_compose_topology_computes_n0_as_local_processes() {
+    let compose = &yaml_documents(&root().join("docker-compose.yml"))[0];
+    let service = |name: &str| -> (Vec<String>, BTreeMap<String, String>) {
+        let service = &compose["services"][name];
+        let command = service["command"].as_sequence().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        let env = service["environment"]
+            .as_mapping()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_str().map(String::from).unwrap_or_else(|| serde_yaml::to_string(v).unwrap().trim().to_string())))
+            .collect();
+        (command, env)
+    };
+    let database = census_testpg::fresh_database();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // What the compose network names, here on loopback.
+    let localize = |mut env: BTreeMap<String, String>| {
+        for value in env.values_mut() {
+            if value.starts_with("postgres://") {
+                *value = database.clone();
+            } else if value.ends_with(":50051") {
+                *value = value.replace("coordinator:50051", &format!("127.0.0.1:{port}")).replace("0.0.0.0:50051", &format!("127.0.0.1:{port}"));
+            }
+        }
+        env
+    };
+    let start = |(command, env): (Vec<String>, BTreeMap<String, String>), log: &Path| {
+        let mut process = Command::new(env!("CARGO_BIN_EXE_census"));
+        process.args(&command[1..]).envs(localize(env)).env_remove("RUST_LOG").stdout(Stdio::null());
+        process.stderr(std::fs::File::create(log).unwrap());
+        process.spawn().unwrap()
+    };
+    let logs = std::env::temp_dir().join(format!("census-compose-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut children = vec![start(service("coordinator"), &logs.join("coordinator.log"))];
+    children.push(start(service("worker"), &logs.join("worker-1.log")));
+    children.push(start(service("worker"), &logs.join("worker-2.log")));
+
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let coordinator_log = logs.join("coordinator.log");
+    let finished = loop {
+        let log = std::fs::read_to_string(&coordinator_log).unwrap_or_default();
+        if log.contains("N0 = 6670903752021072936960") {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let status = Command::new(env!("CARGO_BIN_EXE_census"))
+        .args(["status", "--coordinator", &format!("127.0.0.1:{port}"), "--json"])
+        .output()
+        .unwrap();
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let log = std::fs::read_to_string(&coordinator_log).unwrap_or_default();
+    assert!(finished, "the coordinator's log shows the final N0:\n{log}");
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["final"], true);
+    assert_eq!(status["n0"], "6670903752021072936960");
+    let _ = std::fs::remove_dir_all(&logs);
+}
