@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Times a whole census on the Postgres deployment topology, as local
+# processes: a throw-away Postgres, one coordinator, N workers.
+#   scripts/bench-cluster.sh STAGE COUNTER WORKERS [THREADS_PER_WORKER]
+# e.g. scripts/bench-cluster.sh 36288 column-sets 2
+#      scripts/bench-cluster.sh 44 banded 1
+# Prints the wall time from the coordinator's start to the final N0.
+set -euo pipefail
+stage=${1:?stage}; counter=${2:?counter}; workers=${3:?workers}; threads=${4:-1}
+cd "$(dirname "$0")/.."
+cargo build --release -q -p census
+census=$PWD/target/release/census
+bin=$(dirname "$(readlink -f "$(command -v initdb || echo /usr/lib/postgresql/15/bin/initdb)")")
+dir=$(mktemp -d /tmp/census-bench-XXXXXX); chmod 777 "$dir"
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+gport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+as_pg "$bin/initdb" -D "$dir/data" -U census -A trust --no-sync >/dev/null
+as_pg "$bin/postgres" -D "$dir/data" -p "$port" -h 127.0.0.1 -k "$dir" -c fsync=off -c synchronous_commit=off >"$dir/pg.log" 2>&1 &
+pg=$!
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; kill $pg 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"; }
+trap cleanup EXIT
+until "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; do sleep 0.1; done
+url="postgres://census@127.0.0.1:$port/postgres"
+start=$(date +%s.%N)
+"$census" coordinator --database-url "$url" --listen "127.0.0.1:$gport" --stage "$stage" --counter "$counter" >"$dir/coordinator.log" 2>&1 &
+pids+=($!)
+for i in $(seq "$workers"); do
+  "$census" worker --coordinator "127.0.0.1:$gport" --threads "$threads" --worker-id "w$i" --exit-when-done >"$dir/worker$i.log" 2>&1 &
+  pids+=($!)
+done
+until grep -q "N0 = 6670903752021072936960" "$dir/coordinator.log"; do sleep 0.1; done
+end=$(date +%s.%N)
+python3 -c "print(f'stage $stage, counter $counter, $workers worker(s) x $threads thread(s): {$end - $start:.1f} s wall to the final N0')"
