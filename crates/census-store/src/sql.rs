@@ -221,7 +221,7 @@ impl SqlStore {
 
     async fn ensure_run(&self, run: RunId) -> Result<AnyRow, StoreError> {
         sqlx::query(
-            "SELECT finished_at, open_conflicts, CAST(s AS TEXT), CAST(n0 AS TEXT), jobs_total, jobs_remaining, failed_jobs
+            "SELECT finished_at, open_conflicts, CAST(s AS TEXT), CAST(n0 AS TEXT), jobs_total, jobs_remaining, failed_jobs, counted
              FROM runs WHERE id = $1",
         )
         .bind(run)
@@ -326,8 +326,8 @@ struct Deltas {
     failed: Vec<JobId>,
     /// (run, class) -> (count added, seeds done added)
     classes: BTreeMap<(RunId, i64), (u64, i64)>,
-    /// run -> (jobs done, conflicts opened, failed jobs added)
-    runs: BTreeMap<RunId, (i64, i64, i64)>,
+    /// run -> (jobs done, conflicts opened, failed jobs added, count of the jobs done)
+    runs: BTreeMap<RunId, (i64, i64, i64, i64)>,
     /// (run, worker) -> (results accepted, completions)
     workers: BTreeMap<(RunId, String), (i64, i64)>,
 }
@@ -447,15 +447,17 @@ impl JobStore for SqlStore {
                  WHERE {}
                  RETURNING id, run_id, class_id, seed, attempt, lease_token",
                 self.backend.id_among(&format!(
+                    // The limit is literal: with a parameter there, Postgres's
+                    // generic plan sorts every pending job of the run.
                     // A worker votes once per job. The check is a per-row
                     // index probe, made only for jobs with votes: as NOT
                     // EXISTS, Postgres hashes it from a scan of all results.
                     "SELECT j.id FROM jobs j
                      WHERE {waiting}
-                       AND j.run_id IN (SELECT r.id FROM runs r WHERE r.finished_at IS NULL AND ($6 < 0 OR r.id = $6))
+                       AND j.run_id IN (SELECT r.id FROM runs r WHERE r.finished_at IS NULL AND ($5 < 0 OR r.id = $5))
                        AND CASE WHEN j.votes = 0 THEN 1 = 1
                                 ELSE (SELECT COUNT(*) FROM results x WHERE x.job_id = j.id AND x.worker = $1) = 0 END
-                     ORDER BY j.id LIMIT $5 {}",
+                     ORDER BY j.id LIMIT {wanted} {}",
                     self.backend.skip_locked()
                 ))
             );
@@ -465,7 +467,6 @@ impl JobStore for SqlStore {
                     .bind(now + ttl.as_millis() as i64)
                     .bind(now)
                     .bind(&salt)
-                    .bind(wanted)
                     .bind(run.unwrap_or(-1))
                     .fetch_all(&self.pool)
                     .await?,
@@ -630,7 +631,9 @@ impl JobStore for SqlStore {
                 let class_delta = deltas.classes.entry((job.run, job.class)).or_default();
                 class_delta.0 += c.count;
                 class_delta.1 += 1;
-                deltas.runs.entry(job.run).or_default().0 += 1;
+                let run_delta = deltas.runs.entry(job.run).or_default();
+                run_delta.0 += 1;
+                run_delta.3 += count;
             }
             accepted.push((c.job_id, if done { "done" } else { "pending" }, count));
             job.state = if done { "done".into() } else { "pending".into() };
@@ -721,15 +724,16 @@ impl JobStore for SqlStore {
             .execute(&mut *tx)
             .await?;
         }
-        for (&run, &(done, conflicts, failed)) in &deltas.runs {
+        for (&run, &(done, conflicts, failed, counted)) in &deltas.runs {
             sqlx::query(
                 "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
-                        failed_jobs = failed_jobs + $4 WHERE id = $1",
+                        failed_jobs = failed_jobs + $4, counted = counted + $5 WHERE id = $1",
             )
             .bind(run)
             .bind(done)
             .bind(conflicts)
             .bind(failed)
+            .bind(counted)
             .execute(&mut *tx)
             .await?;
             if done > 0 {
@@ -799,14 +803,11 @@ impl JobStore for SqlStore {
             .await?;
         progress.leased = leased.try_get::<i64, _>(0)? as u64;
         progress.pending = progress.jobs_total.saturating_sub(progress.done + progress.failed + progress.leased);
-        let counted = sqlx::query("SELECT CAST(SUM(seed_sum) AS TEXT) FROM classes WHERE run_id = $1")
-            .bind(run)
-            .fetch_one(&self.pool)
-            .await?;
-        progress.completions_counted = big(&counted.try_get::<Option<String>, _>(0)?.unwrap_or_else(|| "0".into()))?.to_string();
+        progress.completions_counted = run_row.try_get::<i64, _>(7)?.to_string();
 
         let recent = sqlx::query(
-            "SELECT COUNT(*), MIN(finished_at) FROM results WHERE run_id = $1 AND finished_at >= $2 AND outcome = 'accepted'",
+            // Results of every outcome: the (run_id, finished_at) index alone answers it.
+            "SELECT COUNT(*), MIN(finished_at) FROM results WHERE run_id = $1 AND finished_at >= $2",
         )
         .bind(run)
         .bind(now - 60_000)
