@@ -12,6 +12,7 @@ CREATE TABLE runs (
     jobs_remaining  BIGINT  NOT NULL,      -- jobs not yet done; the run is final at 0 with no open conflict
     open_conflicts  BIGINT  NOT NULL DEFAULT 0,
     failed_jobs     BIGINT  NOT NULL DEFAULT 0,
+    counted         BIGINT  NOT NULL DEFAULT 0,      -- sum of the counts of done jobs
     created_at      BIGINT  NOT NULL,
     finished_at     BIGINT,
     s               NUMERIC,               -- written by the transaction that records the last job

@@ -12,6 +12,7 @@ CREATE TABLE runs (
     jobs_remaining  INTEGER NOT NULL,
     open_conflicts  INTEGER NOT NULL DEFAULT 0,
     failed_jobs     INTEGER NOT NULL DEFAULT 0,
+    counted         INTEGER NOT NULL DEFAULT 0,      -- sum of the counts of done jobs
     created_at      INTEGER NOT NULL,
     finished_at     INTEGER,
     s               TEXT,
