@@ -103,7 +103,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
             break false;
         }
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             _ = signals.wait_for(|n| *n > 0) => break true,
         }
     };
