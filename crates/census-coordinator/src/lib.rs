@@ -23,7 +23,7 @@ use census_proto::v1::{
     ClassLine, CompleteJobRequest, CompleteJobsRequest, CompleteJobsResponse, CreateRunRequest, FailJobRequest,
     FailJobResponse, GetProgressRequest, GetResultRequest, HeartbeatRequest, HeartbeatResponse, Job, JobOutcome,
     JobResult, LeaseJobsRequest, LeaseJobsResponse, ListClassesRequest, ListClassesResponse, ListRunsRequest,
-    ListRunsResponse, Progress, Run, RunResult, WatchProgressRequest, WorkerLine,
+    ListRunsResponse, Progress, RecountJobRequest, RecountJobResponse, Run, RunResult, WatchProgressRequest, WorkerLine,
 };
 use census_store::{ClassSpec, CompleteOutcome, Completion, JobStore, RunId, RunSpec, RunSummary, StoreError};
 use num_bigint::BigUint;
@@ -397,5 +397,10 @@ impl CensusService for Api {
             })
             .collect();
         Ok(Response::new(ListClassesResponse { classes: lines }))
+    }
+
+    async fn recount_job(&self, request: Request<RecountJobRequest>) -> Result<Response<RecountJobResponse>, Status> {
+        self.0.store.recount(request.into_inner().job_id).await.map_err(status_of)?;
+        Ok(Response::new(RecountJobResponse {}))
     }
 }

@@ -238,6 +238,11 @@ pub trait JobStore: Send + Sync {
     /// refused (stale token, unknown job, absurd count) is refused alone:
     /// the others in the batch are still recorded.
     async fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError>;
+    /// Resolves a conflict by counting the job again: its accepted count is
+    /// taken out of its class (and the total, if the run had finished) and
+    /// the job goes back to the queue. Every earlier result stays in the
+    /// results table. Only a job flagged with a conflict can be recounted.
+    async fn recount(&self, job: JobId) -> Result<(), StoreError>;
     /// Records a failure; after the maximum attempts the job is failed.
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError>;
     async fn progress(&self, run: RunId) -> Result<Progress, StoreError>;

@@ -744,6 +744,57 @@ impl JobStore for SqlStore {
         Ok(outcomes.into_iter().map(|o| o.expect("every completion has an outcome")).collect())
     }
 
+    async fn recount(&self, job: JobId) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(&format!(
+            "SELECT j.state, j.count, j.conflict, j.run_id, j.class_id FROM jobs j WHERE j.id = $1 {}",
+            self.backend.for_update()
+        ))
+        .bind(job)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::UnknownJob(job))?;
+        let state: String = row.try_get(0)?;
+        let count: Option<i64> = row.try_get(1)?;
+        let run: RunId = row.try_get(3)?;
+        let class: i64 = row.try_get(4)?;
+        if row.try_get::<i64, _>(2)? == 0 {
+            return Err(StoreError::Invalid(format!("job {job} has no conflict to resolve")));
+        }
+        let (done, failed) = (state == "done", state == "failed");
+        if done {
+            sqlx::query("UPDATE classes SET seed_sum = seed_sum - $3, seeds_done = seeds_done - 1 WHERE run_id = $1 AND class_id = $2")
+                .bind(run)
+                .bind(class)
+                .bind(count.unwrap_or(0))
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(
+            "UPDATE runs SET open_conflicts = open_conflicts - 1, jobs_remaining = jobs_remaining + $2,
+                    failed_jobs = failed_jobs - $3, counted = counted - $4, finished_at = NULL, s = NULL, n0 = NULL
+             WHERE id = $1",
+        )
+        .bind(run)
+        .bind(i64::from(done))
+        .bind(i64::from(failed))
+        .bind(if done { count.unwrap_or(0) } else { 0 })
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE jobs SET state = 'pending', count = NULL, votes = 0, conflict = 0, lease_owner = NULL,
+                    lease_expires_at = NULL, updated_at = $2 WHERE id = $1",
+        )
+        .bind(job)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        tracing::warn!(job, run, "conflict resolved by recounting the job");
+        Ok(())
+    }
+
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;

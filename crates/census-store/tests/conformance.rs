@@ -155,6 +155,17 @@ async fn duplicates_change_nothing_and_conflicts_block_the_total(store: Arc<dyn 
     assert_eq!(after.s, total.s, "a conflicting count is never added");
     let progress = store.progress(run).await.unwrap();
     assert_eq!(progress.conflicts, 1);
+
+    // Resolved by a recount: the job is counted again and the total is final once more.
+    assert!(matches!(store.recount(done[2].job_id).await, Err(StoreError::Invalid(_))), "no conflict there");
+    store.recount(done[1].job_id).await.unwrap();
+    assert!(!store.total(run).await.unwrap().is_final);
+    let again = store.lease(Some(run), "x", 10, TTL).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].job_id, done[1].job_id);
+    let recounted = store.complete(&completion(&again[0], "x", true_count(&again[0]))).await.unwrap();
+    assert_eq!(recounted, CompleteOutcome::Recorded);
+    assert_eq!(store.total(run).await.unwrap(), total, "the recount restores the exact total");
 }
 
 async fn a_failing_job_fails_for_good_after_max_attempts(store: Arc<dyn JobStore>) {

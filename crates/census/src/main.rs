@@ -34,6 +34,8 @@ enum Command {
     Status(commands::status::Args),
     /// Compare the totals of finished runs of different stages.
     Verify(commands::verify::Args),
+    /// Resolve a conflicting job by counting it again.
+    Recount(commands::recount::Args),
     /// Print the class table of a stage.
     Classes(commands::classes::Args),
     /// Count the completions of one band, seed by seed.
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Command::Submit(args) => commands::submit::run(args),
         Command::Status(args) => commands::status::run(args),
         Command::Verify(args) => commands::verify::run(args),
+        Command::Recount(args) => commands::recount::run(args),
         Command::Classes(args) => commands::classes::run(args),
         Command::CountBand(args) => commands::count_band::run(args),
         Command::Bench(args) => commands::bench::run(args),

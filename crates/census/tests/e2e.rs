@@ -242,3 +242,22 @@ fn a_killed_worker_and_a_restarted_coordinator_lose_nothing() {
     assert_eq!(status["n0"], N0);
     assert_counted_once(&cluster, 440);
 }
+
+#[test]
+fn verify_compares_the_totals_of_two_stages() {
+    let db = temp_db("verify");
+    for stage in ["44", "71"] {
+        let output = census().args(["run", "--database", &db, "--stage", stage]).output().unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    let output = census().args(["verify", "--database", &db]).output().unwrap();
+    let printed = text(&output);
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains("run 1 (russell): S = 3546146300288"), "{printed}");
+    assert!(printed.contains("run 2 (felgenhauer-jarvis): S = 3546146300288"), "{printed}");
+    assert!(printed.contains("agree: every run gives S = 3546146300288"), "{printed}");
+
+    let missing = census().args(["verify", "--database", &db, "--runs", "1,9"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(text(&missing).contains("there is no run 9"));
+}

@@ -8,6 +8,7 @@ pub mod classes;
 pub mod client;
 pub mod coordinator;
 pub mod count_band;
+pub mod recount;
 pub mod roles;
 pub mod run;
 pub mod status;

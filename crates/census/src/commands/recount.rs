@@ -1,0 +1,27 @@
+//! `census recount`: resolve a conflict by counting a job again.
+
+use std::process::ExitCode;
+
+use census_proto::v1::RecountJobRequest;
+
+use super::client::{connect, status_error};
+use super::roles::runtime;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The coordinator's gRPC address.
+    #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
+    coordinator: String,
+    /// The job with a conflict (see the conflicts query in the README).
+    #[arg(long)]
+    job: i64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        let mut client = connect(&args.coordinator).await?;
+        client.recount_job(RecountJobRequest { job_id: args.job }).await.map_err(status_error)?;
+        println!("job {} goes back to the queue; the run's total is provisional until it is counted again", args.job);
+        Ok(ExitCode::SUCCESS)
+    })
+}
