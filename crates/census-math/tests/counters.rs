@@ -121,7 +121,7 @@ proptest! {
     ) {
         let members: Vec<&Band> = RUSSELL.members(class).collect();
         let member = members[pick % members.len()];
-        let moved = shuffled(member, stacks, columns, rows, digits.try_into().unwrap());
+        let moved = shuffled(member, stacks, columns, rows, digits);
         let expected: u64 = COLUMN_SETS.count_seeds(&RUSSELL.classes()[class as usize].representative).iter().sum();
         let counted: u64 = count_seeds_of(COLUMN_SETS.as_ref(), &moved).iter().sum();
         prop_assert_eq!(counted, expected);

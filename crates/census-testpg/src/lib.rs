@@ -99,10 +99,10 @@ fn command_as(binary: &Path, account: Option<(u32, u32)>) -> Command {
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         command.pre_exec(move || {
-            if let Some((uid, gid)) = account {
-                if libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            if let Some((uid, gid)) = account
+                && (libc::setgid(gid) != 0 || libc::setuid(uid) != 0)
+            {
+                return Err(std::io::Error::last_os_error());
             }
             // After the credentials change, which would clear it: the server
             // dies with the test process instead of outliving it.
@@ -136,6 +136,9 @@ fn start_server_on_a_lasting_thread() -> String {
     }
 }
 
+// The server is never waited for: it lives as long as the test process and
+// dies with it (parent-death signal).
+#[allow(clippy::zombie_processes)]
 fn start_server() -> String {
     let initdb = binary("initdb");
     let postgres = binary("postgres");

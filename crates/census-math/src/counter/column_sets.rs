@@ -194,9 +194,9 @@ fn map_to_p0(parts: &[u16; 3]) -> [u8; 10] {
     let mut map = [0u8; 10];
     let mut next = 1;
     for &part in parts {
-        for d in 1..=9 {
+        for (d, image) in map.iter_mut().enumerate().skip(1) {
             if part & 1 << d != 0 {
-                map[d] = next;
+                *image = next;
                 next += 1;
             }
         }
