@@ -8,11 +8,13 @@ pub mod classes;
 pub mod client;
 pub mod coordinator;
 pub mod count_band;
+pub mod operate;
 pub mod recount;
 pub mod roles;
 pub mod run;
 pub mod status;
 pub mod submit;
+pub mod token;
 pub mod verify;
 pub mod worker;
 
@@ -36,6 +38,18 @@ pub fn parse_stage(text: &str) -> Result<census_math::Stage, census_math::Unknow
 /// Parses a counter name for clap.
 pub fn parse_counter(text: &str) -> Result<census_math::CounterKind, census_math::counter::UnknownCounter> {
     text.parse()
+}
+
+/// The most threads (or workers) one process starts: far more than any
+/// machine has cores, and far fewer than would exhaust the process.
+pub const MAX_THREADS: usize = 1024;
+
+/// Parses a thread count for clap: 1 to [`MAX_THREADS`].
+pub fn parse_threads(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!("{text:?} is not a thread count from 1 to {MAX_THREADS}")),
+    }
 }
 
 /// Bad input exits 2; anything else that went wrong exits 1.

@@ -5,15 +5,17 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use census_coordinator::Coordinator;
+use census_coordinator::auth::{generate_token, hash_token};
+use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig};
 use census_math::{CounterKind, Stage};
 use census_proto::v1::{GetProgressRequest, GetResultRequest};
-use census_store::StoreConfig;
+use census_proto::client::ClientConfig;
+use census_store::{Role, StoreConfig};
 use census_worker::{Stop, WorkerConfig, default_worker_id, run_worker};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
-use super::client::{connect, print_result, status_error};
+use super::client::{connect_with, print_result, status_error};
 use super::roles::{LogFormat, cores, init_logging, runtime, signals};
 use super::{parse_counter, parse_stage};
 
@@ -28,8 +30,8 @@ pub struct Args {
     /// Where the run is kept: an SQLite file, or a postgres:// URL. Run again to resume.
     #[arg(long, env = "CENSUS_DATABASE", default_value = "census.db")]
     database: String,
-    /// Workers to start (default: the number of cores).
-    #[arg(long, env = "CENSUS_WORKERS")]
+    /// Workers to start, 1 to 1024 (default: the number of cores).
+    #[arg(long, env = "CENSUS_WORKERS", value_parser = super::parse_threads)]
     workers: Option<usize>,
     /// Log format (logs go to stderr; RUST_LOG=info shows more).
     #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
@@ -42,16 +44,23 @@ const LOCAL_LEASE_TTL: Duration = Duration::from_secs(5);
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format, "warn");
     let workers = args.workers.unwrap_or_else(cores);
-    if workers == 0 {
-        return Err(super::UsageError("--workers must be at least 1".into()).into());
-    }
     runtime()?.block_on(census(args, workers))
 }
 
 async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let store = census_store::connect(&args.database, StoreConfig::default()).await?;
-    let coordinator = Coordinator::new(store, LOCAL_LEASE_TTL);
+    // Credentials that live only in this process: the coordinator serves a
+    // loopback port, and nothing else can present them.
+    let operator_token = generate_token();
+    let worker_tokens: Vec<String> = (0..workers).map(|_| generate_token()).collect();
+    let mut auth = AuthConfig::default();
+    auth.local.insert(hash_token(&operator_token), ("local-operator".into(), Role::Operator));
+    for (i, token) in worker_tokens.iter().enumerate() {
+        auth.local.insert(hash_token(token), (format!("local-worker-{i}"), Role::Worker));
+    }
+    let config = CoordinatorConfig { lease_ttl: LOCAL_LEASE_TTL, auth, ..CoordinatorConfig::default() };
+    let coordinator = Coordinator::new(store, config);
     let run = coordinator.create_run(args.stage, args.counter, 1).await?;
     println!(
         "census: stage {} ({} classes), counter {}, {} jobs in {}{}",
@@ -69,14 +78,15 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let server = tokio::spawn(coordinator.clone().serve(listener, async move {
         let _ = server_stopped.await;
     }));
-    let mut client = connect(&address).await?;
+    let client_config = |token: &str| ClientConfig { url: address.clone(), token: Some(token.to_string()), ..ClientConfig::default() };
+    let mut client = connect_with(&client_config(&operator_token)).await?;
 
     let (stop_workers, stop) = watch::channel(Stop::No);
     let mut worker_tasks = Vec::new();
     if !run.is_final {
-        for i in 0..workers {
+        for (i, token) in worker_tokens.iter().enumerate() {
             let config = WorkerConfig {
-                coordinator: address.clone(),
+                coordinator: client_config(token),
                 worker_id: format!("{}-{i}", default_worker_id()),
                 threads: 1,
                 batch: None,

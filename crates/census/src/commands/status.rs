@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use census_proto::v1::{GetProgressRequest, GetResultRequest, ListClassesRequest, WatchProgressRequest};
 use serde::Serialize;
 
-use super::client::{connect, print_result, progress_line, status_error};
+use super::client::{Credentials, connect, print_result, progress_line, status_error};
 use super::roles::runtime;
 
 #[derive(clap::Args)]
@@ -22,6 +22,8 @@ pub struct Args {
     /// Print one JSON object: progress and result.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    credentials: Credentials,
 }
 
 #[derive(Serialize)]
@@ -40,7 +42,7 @@ struct StatusJson {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
-        let mut client = connect(&args.coordinator).await?;
+        let mut client = connect(&args.coordinator, &args.credentials).await?;
         let run_id = args.run.unwrap_or(0);
         let mut progress = client.get_progress(GetProgressRequest { run_id }).await.map_err(status_error)?.into_inner();
         if args.watch && !progress.r#final {
@@ -74,6 +76,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         println!("{}", progress_line(&progress));
+        for name in &progress.quarantined {
+            println!("  QUARANTINED: {name} (results rejected; `census token release {name}` lifts it)");
+        }
         for worker in &progress.workers {
             println!("  worker {}: {} jobs, {} completions counted", worker.worker_id, worker.jobs, worker.completions);
         }

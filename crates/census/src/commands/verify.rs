@@ -6,7 +6,7 @@ use census_proto::v1::{GetResultRequest, ListRunsRequest};
 use census_store::StoreConfig;
 
 use super::UsageError;
-use super::client::{connect, status_error};
+use super::client::{Credentials, connect, status_error};
 use super::roles::runtime;
 
 #[derive(clap::Args)]
@@ -20,6 +20,8 @@ pub struct Args {
     /// The runs to compare, e.g. 1,2 (default: every finished run).
     #[arg(long, value_delimiter = ',')]
     runs: Vec<i64>,
+    #[command(flatten)]
+    credentials: Credentials,
 }
 
 /// (run, stage, final, S)
@@ -38,7 +40,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 lines
             }
             (None, Some(coordinator)) => {
-                let mut client = connect(coordinator).await?;
+                let mut client = connect(coordinator, &args.credentials).await?;
                 let runs = client.list_runs(ListRunsRequest {}).await.map_err(status_error)?.into_inner().runs;
                 let mut lines = Vec::new();
                 for run in runs {
