@@ -108,13 +108,38 @@ struct Cluster {
     address: String,
     port: u16,
     children: Vec<Child>,
+    secrets: std::path::PathBuf,
 }
 
 impl Cluster {
     fn new() -> Cluster {
-        let database_url = census_testpg::fresh_database();
+        Cluster::on(census_testpg::fresh_database())
+    }
+
+    fn on(database_url: String) -> Cluster {
         let port = free_port();
-        Cluster { database_url, address: format!("127.0.0.1:{port}"), port, children: Vec::new() }
+        let secrets = std::env::temp_dir().join(format!("census-e2e-secrets-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&secrets);
+        std::fs::create_dir_all(&secrets).unwrap();
+        let cluster = Cluster { database_url, address: format!("127.0.0.1:{port}"), port, children: Vec::new(), secrets };
+        cluster.create_token("operator", "ops");
+        cluster
+    }
+
+    /// Issues a token with the CLI, as an operator does, into a secret file.
+    fn create_token(&self, role: &str, name: &str) -> String {
+        let path = self.secrets.join(name);
+        let output = census()
+            .args(["token", "create", "--role", role, "--name", name, "--database", &self.database_url, "--output"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+        path.display().to_string()
+    }
+
+    fn operator_token(&self) -> String {
+        self.secrets.join("ops").display().to_string()
     }
 
     fn coordinator(&self, extra: &[&str]) -> Child {
@@ -128,9 +153,10 @@ impl Cluster {
     }
 
     fn worker(&self, name: &str) -> Child {
+        let token = self.create_token("worker", name);
         census()
             .args(["worker", "--coordinator", &format!("http://{}", self.address), "--threads", "1", "--exit-when-done"])
-            .args(["--worker-id", name])
+            .args(["--token-file", &token])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -138,7 +164,10 @@ impl Cluster {
     }
 
     fn status_json(&self) -> serde_json::Value {
-        let output = census().args(["status", "--coordinator", &self.address, "--json"]).output().unwrap();
+        let output = census()
+            .args(["status", "--coordinator", &self.address, "--json", "--token-file", &self.operator_token()])
+            .output()
+            .unwrap();
         assert!(output.status.success(), "{}", text(&output));
         serde_json::from_slice(&output.stdout).unwrap()
     }
@@ -164,6 +193,7 @@ impl Drop for Cluster {
             let _ = child.kill();
             let _ = child.wait();
         }
+        let _ = std::fs::remove_dir_all(&self.secrets);
     }
 }
 
@@ -200,7 +230,10 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     assert_eq!(cluster.sql("SELECT n0 FROM run_progress"), N0);
     assert_eq!(cluster.sql("SELECT SUM(contribution) FROM class_totals"), "3546146300288");
     assert_eq!(cluster.sql("SELECT COUNT(*) FROM class_totals WHERE complete"), "44");
-    let output = census().args(["status", "--coordinator", &cluster.address]).output().unwrap();
+    let output = census()
+        .args(["status", "--coordinator", &cluster.address, "--token-file", &cluster.operator_token()])
+        .output()
+        .unwrap();
     let printed = text(&output);
     let sql_lines = cluster.sql("SELECT class_id || ' ' || representative || ' ' || size || ' ' || completions FROM class_totals ORDER BY class_id");
     for line in sql_lines.lines() {
@@ -209,8 +242,12 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
         assert!(printed.contains(&expected), "class {} as gRPC shows it: {expected}\n{printed}", parts[0]);
     }
     assert_counted_once(&cluster, 440);
-    // Both workers took part.
-    assert_eq!(cluster.sql("SELECT COUNT(*) FROM worker_stats"), "2");
+    // Both workers took part, under their tokens' names.
+    assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
+    // Without a token, nothing is answered.
+    let anonymous = census().args(["status", "--coordinator", &cluster.address]).output().unwrap();
+    assert_eq!(anonymous.status.code(), Some(1));
+    assert!(text(&anonymous).contains("census token create"), "{}", text(&anonymous));
 }
 
 #[test]
@@ -241,6 +278,48 @@ fn a_killed_worker_and_a_restarted_coordinator_lose_nothing() {
     assert_eq!(status["final"], true, "{status}");
     assert_eq!(status["n0"], N0);
     assert_counted_once(&cluster, 440);
+}
+
+/// Workers killed with SIGKILL, the coordinator killed and restarted, and
+/// PostgreSQL crashed (immediate shutdown) and restarted twice, once briefly
+/// and once for longer than a lease: the exact N0, every job accepted once.
+#[test]
+fn chaos_of_workers_coordinator_and_postgres_loses_nothing() {
+    let mut server = census_testpg::OwnServer::start("chaos");
+    let mut cluster = Cluster::on(server.url().to_string());
+    let coordinator = cluster.coordinator(&["--stage", "44", "--counter", "banded", "--lease-ttl", "3"]);
+    cluster.children.push(coordinator);
+    cluster.wait_until_serving();
+    let first = cluster.worker("first");
+    let second = cluster.worker("second");
+    std::thread::sleep(Duration::from_secs(3));
+    signal(&first, libc::SIGKILL);
+    cluster.children.push(first);
+
+    server.crash();
+    std::thread::sleep(Duration::from_secs(2));
+    server.restart();
+    let mut third = cluster.worker("third");
+    std::thread::sleep(Duration::from_secs(3));
+    signal(&second, libc::SIGKILL);
+    cluster.children.push(second);
+
+    let mut coordinator = cluster.children.remove(0);
+    signal(&coordinator, libc::SIGKILL);
+    let _ = coordinator.wait();
+    server.crash();
+    std::thread::sleep(Duration::from_secs(6));
+    server.restart();
+    cluster.children.push(cluster.coordinator(&["--lease-ttl", "3"]));
+    let mut fourth = cluster.worker("fourth");
+
+    assert!(wait_with_timeout(&mut third, Duration::from_secs(300)).success());
+    assert!(wait_with_timeout(&mut fourth, Duration::from_secs(300)).success());
+    let status = cluster.status_json();
+    assert_eq!(status["final"], true, "{status}");
+    assert_eq!(status["n0"], N0);
+    assert_counted_once(&cluster, 440);
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM rejections"), "0", "nobody lied");
 }
 
 #[test]

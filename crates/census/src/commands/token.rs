@@ -52,13 +52,13 @@ enum Action {
         /// The worker's token name.
         name: String,
     },
-    /// Write a new random token to a file, if the file does not exist yet,
-    /// without touching any database: for a secret that a coordinator
+    /// Write a new random token to each file that does not exist yet,
+    /// without touching any database: for secrets that a coordinator
     /// registers with `--token-file ROLE:NAME:PATH`.
     Generate {
-        /// The file to write (mode 0600).
-        #[arg(long)]
-        output: PathBuf,
+        /// A file to write (mode 0600); repeatable.
+        #[arg(long, required = true)]
+        output: Vec<PathBuf>,
     },
 }
 
@@ -139,11 +139,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("{name:?} may work again");
             }
             Action::Generate { output } => {
-                if output.exists() {
-                    println!("{} exists; keeping it", output.display());
-                } else {
-                    write_secret(&output, &generate_token())?;
-                    println!("wrote a new token to {}", output.display());
+                for path in output {
+                    if path.exists() {
+                        println!("{} exists; keeping it", path.display());
+                    } else {
+                        write_secret(&path, &generate_token())?;
+                        println!("wrote a new token to {}", path.display());
+                    }
                 }
             }
         }
