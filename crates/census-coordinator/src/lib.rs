@@ -196,7 +196,7 @@ impl Coordinator {
 async fn watch_database(store: Arc<dyn JobStore>, reporter: tonic_health::server::HealthReporter) {
     let mut serving = None;
     loop {
-        let up = matches!(tokio::time::timeout(Duration::from_secs(3), store.ping()).await, Ok(Ok(())));
+        let up = matches!(tokio::time::timeout(Duration::from_secs(6), store.ping()).await, Ok(Ok(())));
         if serving != Some(up) {
             let status =
                 if up { tonic_health::ServingStatus::Serving } else { tonic_health::ServingStatus::NotServing };

@@ -475,3 +475,54 @@ on_both_backends!(
     no_request_can_stop_the_census,
     leases_are_bounded,
 );
+
+/// While Postgres is down, health says NOT_SERVING and calls fail fast with
+/// UNAVAILABLE (retryable), instead of hanging; when it is back, all is well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_is_visible_and_fast() {
+    let mut server = tokio::task::spawn_blocking(|| census_testpg::OwnServer::start("outage")).await.unwrap();
+    let url = server.url().to_string();
+    let store = census_store::connect(&url, config()).await.unwrap();
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(h.channel(None));
+    let status = |health: &mut tonic_health::pb::health_client::HealthClient<AuthChannel>| {
+        let mut health = health.clone();
+        async move { health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap().into_inner().status }
+    };
+    use tonic_health::pb::health_check_response::ServingStatus;
+    assert_eq!(status(&mut health).await, ServingStatus::Serving as i32);
+
+    let mut server = tokio::task::spawn_blocking(move || {
+        server.crash();
+        server
+    })
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while status(&mut health).await != ServingStatus::NotServing as i32 {
+        assert!(std::time::Instant::now() < deadline, "health still SERVING 20 s into the outage");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let started = std::time::Instant::now();
+    let down = h.census(Some(&h.reader)).get_progress(GetProgressRequest { run_id: run }).await.unwrap_err();
+    assert_eq!(down.code(), Code::Unavailable, "{down:?}");
+    assert!(started.elapsed() < Duration::from_secs(15), "failed fast: {:?}", started.elapsed());
+
+    let _server = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while status(&mut health).await != ServingStatus::Serving as i32 {
+        if std::time::Instant::now() > deadline {
+            let ping = h.store.ping().await;
+            let fresh = census_store::connect(&url, config()).await.map(|_| ());
+            panic!("health did not come back; ping: {ping:?}; a fresh pool: {fresh:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(h.progress(run).await.jobs_total, 440);
+}

@@ -155,6 +155,9 @@ fn free_port() -> u16 {
 struct Cluster {
     dir: PathBuf,
     account: Option<(u32, u32)>,
+    /// Commits survive a server crash (synchronous_commit on): crash tests
+    /// need it; the shared server trades it for speed.
+    durable: bool,
 }
 
 impl Cluster {
@@ -174,10 +177,18 @@ impl Cluster {
             .output()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", initdb.display()));
         assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
-        Cluster { dir, account }
+        Cluster { dir, account, durable: false }
     }
 
+    /// Starts the server from the process's lasting thread: the parent-death
+    /// signal fires when the spawning *thread* ends, and a test's threads
+    /// (tokio's blocking pool, say) end long before the test does.
     fn spawn(&self, port: u16) -> Child {
+        let cluster = Cluster { dir: self.dir.clone(), account: self.account, durable: self.durable };
+        on_lasting_thread(move || cluster.spawn_here(port))
+    }
+
+    fn spawn_here(&self, port: u16) -> Child {
         let postgres = binary("postgres");
         let log_path = self.dir.join("server.log");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).expect("open the server log");
@@ -189,7 +200,8 @@ impl Cluster {
             .arg(self.dir.join("data"))
             .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-k"])
             .arg(&self.dir)
-            .args(["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"])
+            .args(["-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200"])
+            .args(["-c", if self.durable { "synchronous_commit=on" } else { "synchronous_commit=off" }])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -220,8 +232,37 @@ impl Cluster {
     }
 }
 
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `job` on one thread that lives as long as the process.
+fn on_lasting_thread<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> T {
+    static JOBS: OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> = OnceLock::new();
+    let jobs = JOBS.get_or_init(|| {
+        let (sender, receiver) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("census-testpg-spawner".into())
+            .spawn(move || {
+                for job in receiver {
+                    job();
+                }
+            })
+            .expect("spawn the test servers' thread");
+        std::sync::Mutex::new(sender)
+    });
+    let (result_sender, result) = std::sync::mpsc::channel();
+    let job: Job = Box::new(move || {
+        let _ = result_sender.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)));
+    });
+    jobs.lock().expect("never poisoned").send(job).expect("the spawner thread lives");
+    match result.recv().expect("the spawner thread answers") {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
 /// A server of its own for one test that stops and restarts it (crash
-/// tests): never shared, so stopping it disturbs no other test.
+/// tests): never shared, so stopping it disturbs no other test, and with
+/// every commit durable across its crashes.
 pub struct OwnServer {
     cluster: Cluster,
     port: u16,
@@ -233,7 +274,7 @@ impl OwnServer {
     /// Initialises and starts a server in a new directory.
     pub fn start(name: &str) -> OwnServer {
         let dir = std::env::temp_dir().join(format!("census-testpg-{}-{name}", std::process::id()));
-        let cluster = Cluster::init(dir);
+        let cluster = Cluster { durable: true, ..Cluster::init(dir) };
         let port = free_port();
         let child = cluster.spawn(port);
         let url = cluster.wait_ready(port);
