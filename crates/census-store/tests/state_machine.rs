@@ -23,6 +23,8 @@ enum Step {
     /// The identity reports the i-th held lease again (a repeat).
     Repeat { who: usize, i: usize },
     Fail { who: usize, i: usize },
+    /// The identity heartbeats every lease it holds (and, with `foreign`, another's).
+    Heartbeat { who: usize, foreign: bool },
     Recount { job: usize },
     Requeue,
 }
@@ -34,6 +36,7 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(who, i, lie, forge, steal)| Step::Report { who, i, lie, forge, steal }),
         (0..4usize, 0..4usize).prop_map(|(who, i)| Step::Repeat { who, i }),
         (0..4usize, 0..4usize).prop_map(|(who, i)| Step::Fail { who, i }),
+        (0..4usize, any::<bool>()).prop_map(|(who, foreign)| Step::Heartbeat { who, foreign }),
         (0..10usize).prop_map(|job| Step::Recount { job }),
         Just(Step::Requeue),
     ]
@@ -106,6 +109,14 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
             Step::Fail { who, i } => {
                 let Some(lease) = held[who].get(i).cloned() else { continue };
                 let _ = store.fail(lease.job_id, &lease.token, IDENTITIES[who], "random failure").await;
+            }
+            Step::Heartbeat { who, foreign } => {
+                let owner = if foreign { (who + 1) % IDENTITIES.len() } else { who };
+                let tokens: Vec<String> = held[owner].iter().map(|l| l.token.clone()).collect();
+                let outcome = store.heartbeat(IDENTITIES[who], &tokens, Duration::from_secs(60)).await.unwrap();
+                if foreign && owner != who {
+                    assert!(outcome.extended.is_empty(), "only the holder extends a lease");
+                }
             }
             Step::Recount { job } => {
                 if let Some(id) = job_ids.get(job) {

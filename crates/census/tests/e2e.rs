@@ -244,6 +244,16 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     assert_counted_once(&cluster, 440);
     // Both workers took part, under their tokens' names.
     assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
+    // A tampered stored total is refused, never printed as the answer.
+    cluster.sql("UPDATE runs SET s = s + 1, n0 = n0 + 1");
+    let tampered = census()
+        .args(["status", "--coordinator", &cluster.address, "--token-file", &cluster.operator_token()])
+        .output()
+        .unwrap();
+    assert_eq!(tampered.status.code(), Some(1), "{}", text(&tampered));
+    assert!(text(&tampered).contains("does not equal the exact total"), "{}", text(&tampered));
+    assert!(!text(&tampered).contains("6,670,903,752,021,072,936,961"), "{}", text(&tampered));
+    cluster.sql("UPDATE runs SET s = s - 1, n0 = n0 - 1");
     // Without a token, nothing is answered.
     let anonymous = census().args(["status", "--coordinator", &cluster.address]).output().unwrap();
     assert_eq!(anonymous.status.code(), Some(1));
