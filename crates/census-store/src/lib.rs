@@ -391,6 +391,9 @@ pub trait JobStore: Send + Sync {
     async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError>;
     /// Answers when the database does (for health checks).
     async fn ping(&self) -> Result<(), StoreError>;
+    /// Closes every connection; for SQLite this folds the write-ahead log
+    /// into the database file. Later calls fail.
+    async fn close(&self);
 
     /// Stores a new credential: `hash` is the SHA-256 (hex) of its secret.
     async fn create_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError>;

@@ -53,7 +53,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Like other Unix tools, end quietly when the reader of our output goes
+    // away (`census classes ... | head -1`), instead of panicking on EPIPE.
+    // SAFETY: setting a signal's disposition to its default has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return commands::clap_error(error),
+    };
     let outcome = match cli.command {
         Command::Run(args) => commands::run::run(args),
         Command::Coordinator(args) => commands::coordinator::run(args),

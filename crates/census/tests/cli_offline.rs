@@ -183,3 +183,78 @@ fn a_worker_stops_on_sigterm_while_the_coordinator_is_down() {
     };
     assert!(status.success(), "{status:?}");
 }
+
+/// `census ... | head -1`: the reader goes away; census ends quietly.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::Read;
+    for args in [&["classes", "--stage", "36288"][..], &["classes", "--stage", "44"][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_census"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 16];
+        child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+        drop(child.stdout.take());
+        let mut stderr = String::new();
+        child.stderr.as_mut().unwrap().read_to_string(&mut stderr).unwrap();
+        let status = child.wait().unwrap();
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+        assert_ne!(status.code(), Some(101), "{args:?}: no panic exit");
+    }
+}
+
+#[test]
+fn command_line_errors_look_like_every_other_error() {
+    let output = census(&["classes", "--stage"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("census: error: "), "{stderr}");
+    let unknown = census(&["frobnicate"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).starts_with("census: error: "));
+    assert!(census(&["--help"]).status.success());
+}
+
+#[test]
+fn a_band_may_be_typed_with_separators() {
+    let spaced = census(&["count-band", "123 456 789 456 789 123 789 123 456"]);
+    let slashed = census(&["count-band", "123456789/456789123/789123456"]);
+    let plain = census(&["count-band", "123456789456789123789123456"]);
+    for output in [&spaced, &slashed] {
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let tail = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("seed") || l.contains("sum")).map(String::from).collect::<Vec<_>>();
+        assert_eq!(tail(output).len(), tail(&plain).len());
+    }
+    let text = String::from_utf8_lossy(&plain.stdout);
+    assert!(text.contains("seed = the first column of B4 and of B7"), "the seed notation is explained: {text}");
+}
+
+#[test]
+fn an_embedded_run_is_readable_by_status_verify_and_sqlite_alone() {
+    let dir = std::env::temp_dir().join(format!("census-offline-embedded-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["run", "--workers", "1"]).output().unwrap();
+    let printed = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{printed}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(printed.contains("serving on http://127.0.0.1:"), "{printed}");
+    assert!(!run.stderr.contains(&0x1b), "no colour codes when stderr is not a terminal");
+    // The file alone holds the census: no write-ahead log left beside it.
+    let wal = dir.join("census.db-wal");
+    assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0, "the WAL was folded into census.db");
+    let status = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["status", "--database", "census.db"]).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}{}", String::from_utf8_lossy(&status.stderr));
+    assert!(text.contains("stage russell, counter column-sets") && text.contains("6,670,903,752,021,072,936,960"), "{text}");
+    assert!(text.contains("finished") && !text.contains("jobs/s"), "{text}");
+    // `verify` reads census.db by default, and says how to get a second stage.
+    let verify = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["verify"]).output().unwrap();
+    assert_eq!(verify.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&verify.stderr).contains("census run --stage 71"), "{}", String::from_utf8_lossy(&verify.stderr));
+    let missing = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["status", "--database", "census.db", "--run", "9"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2), "an unknown run is bad input, as for verify");
+    let _ = std::fs::remove_dir_all(&dir);
+}

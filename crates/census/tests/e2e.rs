@@ -238,7 +238,8 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     let sql_lines = cluster.sql("SELECT class_id || ' ' || representative || ' ' || size || ' ' || completions FROM class_totals ORDER BY class_id");
     for line in sql_lines.lines() {
         let parts: Vec<&str> = line.split(' ').collect();
-        let expected = format!("{} size {:>5}: 10/10 seeds, n = {}", parts[1], parts[2], parts[3]);
+        let n: u64 = parts[3].parse().unwrap();
+        let expected = format!("{} size {:>5}: 10/10 seeds, n = {}", parts[1], parts[2], census_math::total::thousands(&n));
         assert!(printed.contains(&expected), "class {} as gRPC shows it: {expected}\n{printed}", parts[0]);
     }
     assert_counted_once(&cluster, 440);
@@ -342,9 +343,9 @@ fn verify_compares_the_totals_of_two_stages() {
     let output = census().args(["verify", "--database", &db]).output().unwrap();
     let printed = text(&output);
     assert!(output.status.success(), "{printed}");
-    assert!(printed.contains("run 1 (russell): S = 3546146300288"), "{printed}");
-    assert!(printed.contains("run 2 (felgenhauer-jarvis): S = 3546146300288"), "{printed}");
-    assert!(printed.contains("agree: every run gives S = 3546146300288"), "{printed}");
+    assert!(printed.contains("run 1 (russell): S = 3,546,146,300,288"), "{printed}");
+    assert!(printed.contains("run 2 (felgenhauer-jarvis): S = 3,546,146,300,288"), "{printed}");
+    assert!(printed.contains("agree: every run gives S = 3,546,146,300,288"), "{printed}");
 
     let missing = census().args(["verify", "--database", &db, "--runs", "1,9"]).output().unwrap();
     assert_eq!(missing.status.code(), Some(2));

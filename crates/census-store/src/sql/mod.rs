@@ -769,6 +769,13 @@ impl JobStore for SqlStore {
         Ok(())
     }
 
+    async fn close(&self) {
+        if self.backend == Backend::Sqlite {
+            let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&self.pool).await;
+        }
+        self.pool.close().await;
+    }
+
     async fn create_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
         self.insert_token(name, role, hash).await
     }

@@ -80,7 +80,7 @@ pub async fn connect_with(config: &ClientConfig) -> anyhow::Result<Client> {
 
 /// A gRPC status as an error with its message.
 pub fn status_error(status: tonic::Status) -> anyhow::Error {
-    if status.code() == tonic::Code::InvalidArgument {
+    if matches!(status.code(), tonic::Code::InvalidArgument | tonic::Code::NotFound) {
         super::UsageError(status.message().to_string()).into()
     } else {
         anyhow::anyhow!("{}: {}", status_name(status.code()), status.message())
@@ -115,9 +115,15 @@ pub fn print_result(result: &RunResult) {
 }
 
 pub fn progress_line(progress: &Progress) -> String {
+    if progress.r#final {
+        return format!(
+            "run {}: finished, {}/{} jobs done, {} failed, {} conflicts, {} rejected",
+            progress.run_id, progress.done, progress.jobs_total, progress.failed, progress.conflicts, progress.rejected
+        );
+    }
     let eta = if progress.eta_seconds > 0.0 { format!(", ETA {:.0} s", progress.eta_seconds) } else { String::new() };
     format!(
-        "run {}: {}/{} jobs done, {} leased, {} pending, {} failed, {} conflicts, {} rejected; {:.0} jobs/s{eta}",
+        "run {}: {}/{} jobs done, {} leased, {} pending, {} failed, {} conflicts, {} rejected; {:.2} jobs/s{eta}",
         progress.run_id,
         progress.done,
         progress.jobs_total,

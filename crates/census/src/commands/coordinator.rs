@@ -18,12 +18,13 @@ use super::{parse_counter, parse_stage};
 #[derive(clap::Args)]
 pub struct Args {
     /// The database: postgres://user:password@host/db, or an SQLite file path.
-    #[arg(long, env = "CENSUS_DATABASE_URL")]
+    #[arg(long = "database", visible_alias = "database-url", env = "CENSUS_DATABASE_URL")]
     database_url: String,
     /// The address to serve gRPC on.
     #[arg(long, env = "CENSUS_LISTEN", default_value = "0.0.0.0:50051")]
     listen: SocketAddr,
-    /// Create this stage's run on start (idempotent), e.g. 44 or russell.
+    /// Create this stage's run on start (idempotent): 44|russell, 71|felgenhauer-jarvis,
+    /// 174|rectangles, 416|rows, 2051|stacks-columns, 36288|catalogue.
     #[arg(long, env = "CENSUS_STAGE", value_parser = parse_stage)]
     stage: Option<Stage>,
     /// The counter of the run created with --stage.

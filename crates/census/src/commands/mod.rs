@@ -30,6 +30,19 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// The stages, as every command's help names them.
+pub const STAGE_HELP: &str = "The stage: 44|russell, 71|felgenhauer-jarvis, 174|rectangles, 416|rows, \
+     2051|stacks-columns, 36288|catalogue (every band its own class)";
+
+/// The counters, as every command's help describes them.
+pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), banded (about 0.1 s a job) \
+     or enumerate (the paper's plain backtracking, a few seconds a job)";
+
+/// A band as a person types it: digits, maybe grouped by spaces, '/' or '|'.
+pub fn strip_separators(text: &str) -> String {
+    text.chars().filter(|c| !(c.is_whitespace() || *c == '/' || *c == '|')).collect()
+}
+
 /// Parses a stage for clap: a class count or a name.
 pub fn parse_stage(text: &str) -> Result<census_math::Stage, census_math::UnknownStage> {
     text.parse()
@@ -50,6 +63,24 @@ pub fn parse_threads(text: &str) -> Result<usize, String> {
         Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
         _ => Err(format!("{text:?} is not a thread count from 1 to {MAX_THREADS}")),
     }
+}
+
+/// Prints a command-line error the way every other error is printed
+/// (`census: error: ...`, exit 2); help and version go to stdout, exit 0.
+pub fn clap_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        let _ = error.print();
+        return if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { ExitCode::from(2) } else { ExitCode::SUCCESS };
+    }
+    let rendered = error.render().to_string();
+    let mut lines = rendered.lines().filter(|line| !line.trim().is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    eprintln!("census: error: {}", first.trim_start_matches("error: "));
+    for line in lines {
+        eprintln!("  {}", line.trim());
+    }
+    ExitCode::from(2)
 }
 
 /// Bad input exits 2; anything else that went wrong exits 1.

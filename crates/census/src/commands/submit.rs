@@ -12,11 +12,9 @@ pub struct Args {
     /// The coordinator's gRPC address.
     #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
     coordinator: String,
-    /// The stage: 44|russell, 71|felgenhauer-jarvis, 174, 416, 2051, 36288|catalogue.
-    #[arg(long, env = "CENSUS_STAGE")]
+    #[arg(long, env = "CENSUS_STAGE", help = super::STAGE_HELP)]
     stage: String,
-    /// The counter: column-sets, banded or enumerate.
-    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets")]
+    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", help = super::COUNTER_HELP)]
     counter: String,
     /// Distinct worker identities (tokens) that must agree on each job, 1 to 5.
     #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
