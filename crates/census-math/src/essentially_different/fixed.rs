@@ -27,8 +27,7 @@
 //!   an orbit of length L fixes the whole orbit, X(g^i p) = σ^i(d), and needs
 //!   σ^L(d) = d: d's σ-cycle length must divide L; and two cells of the orbit
 //!   in one row, column or box, i apart, need σ^i(d) ≠ d. The search assigns
-//!   whole orbits, depth = orbits assigned, in a fixed order chosen greedily
-//!   (next: the orbit with the most peers among the cells already assigned).
+//!   whole orbits (depth = orbits assigned), depth first.
 //!   The digits allowed for an orbit are found at once with bit masks: d is
 //!   blocked if σ^i(d) is already in a unit of the orbit's i-th cell, i.e. d
 //!   is in σ^-i(used), read from a 512-entry table per power of σ. At the
@@ -40,13 +39,17 @@
 //!   (in the search's fixed order of cells) a digit of an untouched cycle
 //!   appears, it is the first digit of the lowest untouched cycle of that
 //!   length. The search only tries such digits.
-//! - **Equal states are counted once (memo).** At a depth where the units
-//!   shared by assigned and unassigned orbits (the frontier) are at most 12,
-//!   e.g. the 9 columns after the first band, the number of completions
-//!   depends only on those units' digit masks and the first-touch state; it
-//!   is stored in a hash map and reused. This is the generic form of the
-//!   census's column-set trick and makes most classes 20 to 200 times faster.
-//!   The memo is cleared when it reaches 2^20 entries, so memory stays small.
+//! - **Equal states are counted once (memo).** Where the units shared by
+//!   assigned and unassigned orbits (the frontier) are few (at most 15, and
+//!   fewer than one orbit later: e.g. the 9 columns after the first band),
+//!   the number of completions depends only on those units' digit masks and
+//!   the first-touch state; it is stored in a hash map and reused. This is
+//!   the generic form of the census's column-set trick and makes the slow
+//!   classes 20 to 200 times faster. A memo is cleared when full, so memory
+//!   stays near 100 MB.
+//! - **Order.** Orbits are assigned in a fixed order chosen greedily: next
+//!   is the orbit with the most peers (cells sharing a unit) among the cells
+//!   already assigned, per cell of the orbit.
 //!
 //! A cycle type is tried only if σ^ord(g) = 1 (X(g^n p) = σ^n(X(p)) and
 //! g^n = 1) and, for every length k, the cells whose g-orbit length is a
@@ -135,20 +138,23 @@ pub struct FixedCounter {
     /// g's cell orbits in search order, each listed p, g p, g^2 p, ...
     orbits: Vec<Vec<u8>>,
     /// For each depth: the units shared by the orbits before it and the
-    /// orbits from it on, if there are at most [`MEMO_UNITS`] of them.
+    /// orbits from it on (the frontier), if the search memoises there: where
+    /// the frontier is at most [`MEMO_UNITS`] and smaller than at the next depth.
     frontiers: Vec<Option<Vec<u8>>>,
     /// The order of g.
     order: u64,
 }
 
 /// The most frontier units a memo key holds: 9 is the columns between two
-/// bands; 12 also catches rows and columns outside the first band and stack,
-/// the frontier a transposing g leaves (tried: 13 and 15 are slower).
-const MEMO_UNITS: usize = 12;
+/// bands; 12 to 15 are what a transposing g leaves after the first band and
+/// stack (tried: 12 and 18 were slower for the transpose).
+const MEMO_UNITS: usize = 15;
 
-/// The most memo entries one search keeps (about 50 MB); a full memo is
-/// cleared, which keeps recent entries, the ones near the current path.
-const MEMO_CAPACITY: usize = 1 << 20;
+/// The most memo entries one search keeps, shared out among its memo depths
+/// (about 100 MB; 2^22 made the transpose 15% faster for 130 MB more). A
+/// depth's full memo is cleared, which keeps recent entries, the ones near
+/// the current path.
+const MEMO_CAPACITY: usize = 1 << 21;
 
 impl FixedCounter {
     /// Prepares the search for g: its cell orbits, ordered greedily so that
@@ -178,11 +184,21 @@ impl FixedCounter {
                 .flat_map(|&p| UNITS[usize::from(p)])
                 .fold(0, |m, u| m | 1 << u)
         };
-        let frontiers = (0..orbits.len())
+        let shared: Vec<Vec<u8>> = (0..orbits.len())
             .map(|d| {
                 let shared = units_of(&orbits[..d]) & units_of(&orbits[d..]);
-                let units: Vec<u8> = (0..27).filter(|u| shared & 1 << u != 0).collect();
-                (d > 0 && units.len() <= MEMO_UNITS).then_some(units)
+                (0..27).filter(|u| shared & 1 << u != 0).collect()
+            })
+            .collect();
+        let frontiers = (0..orbits.len())
+            .map(|d| {
+                let size = shared[d].len();
+                // A local minimum of the frontier's size, where a band or
+                // a block of cells has just been finished.
+                let minimal = d > 0
+                    && size <= shared[d - 1].len()
+                    && shared.get(d + 1).is_none_or(|next| size < next.len());
+                (minimal && size <= MEMO_UNITS).then(|| shared[d].clone())
             })
             .collect();
         FixedCounter {
@@ -302,15 +318,16 @@ impl FixedCounter {
             relabelling: &relabelling,
             split,
             numbered,
+            memo_capacity: (MEMO_CAPACITY / frontiers.iter().flatten().count().max(1)).max(1 << 12),
             frontiers: &frontiers,
-            memo: HashMap::default(),
+            memo: (0..orbits.len()).map(|_| HashMap::default()).collect(),
         };
         search.run(0, &state)
     }
 }
 
 /// Orders orbits greedily: next is the orbit with the most (cell, assigned
-/// peer) pairs, ties to the lowest first cell.
+/// peer) pairs per cell, ties to the lowest first cell.
 fn search_order(mut rest: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     let mut assigned: Vec<u8> = Vec::new();
     let mut ordered = Vec::with_capacity(rest.len());
@@ -326,8 +343,13 @@ fn search_order(mut rest: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
                 })
                 .sum::<usize>()
         };
+        // Per cell, so that a fixed cell is not put off behind larger orbits.
         let best = (0..rest.len())
-            .max_by_key(|&i| (score(&rest[i]), std::cmp::Reverse(rest[i][0])))
+            .max_by(|&i, &j| {
+                let by_score =
+                    (score(&rest[i]) * rest[j].len()).cmp(&(score(&rest[j]) * rest[i].len()));
+                by_score.then(rest[j][0].cmp(&rest[i][0]))
+            })
             .expect("not empty");
         let orbit = rest.remove(best);
         assigned.extend_from_slice(&orbit);
@@ -464,7 +486,9 @@ struct Search<'a> {
     /// Subtree counts by state: two nodes at one depth whose frontier units,
     /// touched and open digits agree have the same completions, since every
     /// other unit a later orbit touches is still empty.
-    memo: HashMap<MemoKey, u64, BuildHasherDefault<MixHasher>>,
+    memo: Vec<HashMap<MemoKey, u64, BuildHasherDefault<MixHasher>>>,
+    /// The most entries one depth's memo keeps.
+    memo_capacity: usize,
 }
 
 /// A small multiply-mix hasher for memo keys (std's SipHash is several
@@ -510,16 +534,17 @@ impl Search<'_> {
             key
         });
         if let Some(key) = &key
-            && let Some(&count) = self.memo.get(key)
+            && let Some(&count) = self.memo[depth].get(key)
         {
             return count;
         }
         let total = self.expand(depth, state);
         if let Some(key) = key {
-            if self.memo.len() >= MEMO_CAPACITY {
-                self.memo.clear();
+            let memo = &mut self.memo[depth];
+            if memo.len() >= self.memo_capacity {
+                memo.clear();
             }
-            self.memo.insert(key, total);
+            memo.insert(key, total);
         }
         total
     }
