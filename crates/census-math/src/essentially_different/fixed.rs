@@ -301,7 +301,8 @@ impl FixedCounter {
                 0x1ff
             },
         };
-        // Memo entries below the split depth would skip the numbering of split nodes.
+        // A memo hit at or above the split depth (nearer the root) would
+        // skip the numbering of the split nodes under it.
         let memo_from = if split.parts == 1 {
             0
         } else {
