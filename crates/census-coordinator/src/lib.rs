@@ -81,6 +81,10 @@ pub struct Coordinator {
 /// what may pass is UNAVAILABLE.
 pub fn status_of(error: StoreError) -> Status {
     let message = error.to_string();
+    if matches!(error, StoreError::Database(_) | StoreError::Unavailable(_) | StoreError::Connect { .. }) {
+        metrics::counter!("census_store_errors_total", "retryable" => if error.is_retryable() { "yes" } else { "no" })
+            .increment(1);
+    }
     match error {
         StoreError::UnknownRun(_) | StoreError::UnknownJob(_) => Status::not_found(message),
         StoreError::StaleToken { .. } | StoreError::RunCancelled(_) => Status::failed_precondition(message),
@@ -138,6 +142,7 @@ impl Coordinator {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let (reporter, health) = tonic_health::server::health_reporter();
         let watcher = tokio::spawn(watch_database(self.store.clone(), reporter));
+        let gauges = tokio::spawn(publish_job_gauges(self.store.clone()));
         let reflection = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(census_proto::FILE_DESCRIPTOR_SET)
             .build_v1()?;
@@ -159,6 +164,7 @@ impl Coordinator {
             .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
             .await;
         watcher.abort();
+        gauges.abort();
         served?;
         Ok(())
     }
@@ -209,6 +215,32 @@ async fn watch_database(store: Arc<dyn JobStore>, reporter: tonic_health::server
                 tracing::error!("the database does not answer: health is NOT_SERVING");
             }
             serving = Some(up);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Publishes the jobs of the most recent runs by state, as gauges for
+/// Prometheus (`census_jobs{run, state}`), every few seconds. Without a
+/// metrics exporter installed the gauges go nowhere.
+async fn publish_job_gauges(store: Arc<dyn JobStore>) {
+    const RECENT_RUNS: usize = 20;
+    loop {
+        if let Ok(runs) = store.list_runs().await {
+            for run in runs.iter().rev().take(RECENT_RUNS) {
+                let Ok(progress) = store.progress(run.run_id).await else { continue };
+                let id = run.run_id.to_string();
+                for (state, jobs) in [
+                    ("pending", progress.pending),
+                    ("leased", progress.leased),
+                    ("done", progress.done),
+                    ("failed", progress.failed),
+                ] {
+                    metrics::gauge!("census_jobs", "run" => id.clone(), "state" => state).set(jobs as f64);
+                }
+                metrics::gauge!("census_conflicts", "run" => id.clone()).set(progress.conflicts as f64);
+                metrics::gauge!("census_rejected_results", "run" => id).set(progress.rejected as f64);
+            }
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }

@@ -50,6 +50,14 @@ fn completion_of(worker: &str, result: &JobResult) -> Result<Completion, Status>
 }
 
 fn outcome_of(job_id: i64, outcome: Result<CompleteOutcome, StoreError>) -> JobOutcome {
+    let label = match &outcome {
+        Ok(CompleteOutcome::Recorded) => "recorded",
+        Ok(CompleteOutcome::AlreadyDone) => "repeat",
+        Ok(CompleteOutcome::Conflict { .. }) => "conflict",
+        Err(StoreError::StaleToken { .. } | StoreError::RunCancelled(_)) => "stale",
+        Err(_) => "rejected",
+    };
+    metrics::counter!("census_results_total", "outcome" => label).increment(1);
     let (status, message) = match outcome {
         Ok(CompleteOutcome::Recorded) => (OutcomeStatus::Recorded, String::new()),
         Ok(CompleteOutcome::AlreadyDone) => (OutcomeStatus::AlreadyDone, String::new()),
@@ -97,6 +105,7 @@ impl Api {
 #[tonic::async_trait]
 impl WorkerService for Api {
     async fn lease_jobs(&self, request: Request<LeaseJobsRequest>) -> Result<Response<LeaseJobsResponse>, Status> {
+        let started = std::time::Instant::now();
         let caller = self.authorize(request.metadata(), Need::Worker).await?;
         let request = request.into_inner();
         if request.max_jobs == 0 {
@@ -124,7 +133,9 @@ impl WorkerService for Api {
                 token: lease.token,
                 attempt: lease.attempt,
             })
-            .collect();
+            .collect::<Vec<Job>>();
+        metrics::counter!("census_jobs_leased_total").increment(jobs.len() as u64);
+        metrics::histogram!("census_lease_seconds").record(started.elapsed().as_secs_f64());
         Ok(Response::new(LeaseJobsResponse { jobs, lease_ttl_seconds: ttl.as_secs().clamp(1, u64::from(u32::MAX)) as u32, idle }))
     }
 
@@ -141,6 +152,7 @@ impl WorkerService for Api {
     }
 
     async fn complete_jobs(&self, request: Request<CompleteJobsRequest>) -> Result<Response<CompleteJobsResponse>, Status> {
+        let started = std::time::Instant::now();
         let caller = self.authorize(request.metadata(), Need::Worker).await?;
         let request = request.into_inner();
         limits::at_most("results", request.results.len(), MAX_BATCH)?;
@@ -154,6 +166,7 @@ impl WorkerService for Api {
                     positions.push(i);
                 }
                 Err(status) => {
+                    metrics::counter!("census_results_total", "outcome" => "malformed").increment(1);
                     tracing::warn!(worker = %caller.name, job = result.job_id, error = %status.message(), "malformed result refused");
                     outcomes[i] = Some(JobOutcome {
                         job_id: result.job_id,
@@ -165,13 +178,16 @@ impl WorkerService for Api {
         }
         let valid = self.validate(valid).await?;
         let recorded = self.0.store.complete_many(&valid).await.map_err(status_of)?;
-        let any_recorded = recorded.iter().any(|o| matches!(o, Ok(CompleteOutcome::Recorded)));
+        let recorded_count = recorded.iter().filter(|o| matches!(o, Ok(CompleteOutcome::Recorded))).count();
+        let any_recorded = recorded_count > 0;
+        metrics::counter!("census_worker_results_total", "worker" => caller.name.clone()).increment(recorded_count as u64);
         for ((position, completion), outcome) in positions.into_iter().zip(&valid).zip(recorded) {
             outcomes[position] = Some(outcome_of(completion.job_id, outcome));
         }
         if any_recorded {
             self.0.announce_finished_runs().await;
         }
+        metrics::histogram!("census_complete_seconds").record(started.elapsed().as_secs_f64());
         Ok(Response::new(CompleteJobsResponse {
             outcomes: outcomes.into_iter().map(|o| o.expect("every result has an outcome")).collect(),
         }))

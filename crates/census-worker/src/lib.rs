@@ -142,6 +142,7 @@ impl Worker {
                     return Err(format!("the coordinator refuses this worker: {}", status.message()));
                 }
                 Err(status) => {
+                    metrics::counter!("census_worker_retries_total", "call" => "lease").increment(1);
                     tracing::warn!(coordinator = %self.config.coordinator.url, error = %status.message(), retry_in = ?backoff, "cannot lease jobs; retrying");
                     self.pause(jittered(backoff)).await;
                     backoff = (backoff * 2).min(BACKOFF_CAP);
@@ -300,6 +301,7 @@ impl Worker {
                     return;
                 }
                 Err(status) if status.code() == tonic::Code::Unavailable || status.code() == tonic::Code::Unknown => {
+                    metrics::counter!("census_worker_retries_total", "call" => "report").increment(1);
                     tracing::warn!(error = %status.message(), retry_in = ?backoff, "cannot report results; retrying");
                     if self.pause(jittered(backoff)).await == Stop::Now {
                         return;
@@ -341,6 +343,8 @@ fn count_chunk(chunk: Vec<(Job, Arc<dyn Counter>)>, cancelled: &Mutex<HashSet<St
         };
         let started = Instant::now();
         let count = counter.count(&band, seed);
+        metrics::counter!("census_worker_jobs_counted_total").increment(1);
+        metrics::histogram!("census_worker_job_seconds").record(started.elapsed().as_secs_f64());
         let kind: CounterKind = job.counter.parse().unwrap_or_default();
         results.push(JobResult {
             job_id: job.job_id,

@@ -153,10 +153,15 @@ impl Cluster {
     }
 
     fn worker(&self, name: &str) -> Child {
+        self.worker_with(name, &[])
+    }
+
+    fn worker_with(&self, name: &str, extra: &[&str]) -> Child {
         let token = self.create_token("worker", name);
         census()
             .args(["worker", "--coordinator", &format!("http://{}", self.address), "--threads", "1", "--exit-when-done"])
             .args(["--token-file", &token])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -350,4 +355,65 @@ fn verify_compares_the_totals_of_two_stages() {
     let missing = census().args(["verify", "--database", &db, "--runs", "1,9"]).output().unwrap();
     assert_eq!(missing.status.code(), Some(2));
     assert!(text(&missing).contains("there is no run 9"));
+}
+
+/// `GET /metrics` from a Prometheus endpoint, as text.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            return response;
+        }
+        assert!(Instant::now() < deadline, "nothing serves metrics on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The value of one sample line, e.g. `census_results_total{outcome="recorded"}`.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with(name) && l[name.len()..].starts_with(' ')).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn prometheus_metrics_move_during_a_run() {
+    let mut cluster = Cluster::new();
+    let coordinator_metrics = free_port();
+    let worker_metrics = free_port();
+    let listen = format!("127.0.0.1:{coordinator_metrics}");
+    cluster.children.push(cluster.coordinator(&["--stage", "44", "--counter", "banded", "--metrics-listen", &listen]));
+    cluster.wait_until_serving();
+    let listen = format!("127.0.0.1:{worker_metrics}");
+    let mut worker = cluster.worker_with("metered", &["--metrics-listen", &listen]);
+    // Mid-run: some results recorded, not all.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mid = loop {
+        let text = scrape(coordinator_metrics);
+        if let Some(recorded) = sample(&text, r#"census_results_total{outcome="recorded"}"#) {
+            break (recorded, text);
+        }
+        assert!(Instant::now() < deadline, "no results recorded: {text}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(mid.0 >= 1.0 && mid.0 < 440.0, "mid-run: {}", mid.1);
+    assert!(mid.1.contains("census_lease_seconds"), "{}", mid.1);
+    let counted = sample(&scrape(worker_metrics), "census_worker_jobs_counted_total").unwrap_or(0.0);
+    assert!(counted >= 1.0, "the worker's own metrics count jobs");
+    assert!(wait_with_timeout(&mut worker, Duration::from_secs(300)).success());
+    // After: every job recorded once, and the job gauges say so.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = scrape(coordinator_metrics);
+        let recorded = sample(&text, r#"census_results_total{outcome="recorded"}"#);
+        let done = text.lines().find(|l| l.starts_with("census_jobs{") && l.contains(r#"state="done""#)).and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+        if recorded == Some(440.0) && done == Some(440.0) {
+            assert!(text.contains(r#"census_worker_results_total{worker="metered"} 440"#), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "after the run: {text}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

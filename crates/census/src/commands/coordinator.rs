@@ -67,6 +67,10 @@ pub struct Args {
     /// Require client certificates signed by this CA (PEM).
     #[arg(long, env = "CENSUS_TLS_CLIENT_CA", requires = "tls_cert")]
     tls_client_ca: Option<PathBuf>,
+    /// Serve Prometheus metrics (jobs by state, results by outcome, latencies,
+    /// store errors, per-worker results) on this address, at /metrics.
+    #[arg(long, env = "CENSUS_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
     /// Log format.
     #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
     log_format: LogFormat,
@@ -115,6 +119,9 @@ fn tls_files(args: &Args) -> anyhow::Result<Option<TlsFiles>> {
 }
 
 async fn serve(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(address) = args.metrics_listen {
+        super::roles::serve_metrics(address)?;
+    }
     let config = StoreConfig {
         max_attempts: args.max_attempts,
         quarantine_after: args.quarantine_after,

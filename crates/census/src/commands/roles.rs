@@ -59,3 +59,13 @@ pub fn signals() -> watch::Receiver<u32> {
 pub fn cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
+
+/// Serves this process's metrics for Prometheus at `http://ADDRESS/metrics`.
+pub fn serve_metrics(address: std::net::SocketAddr) -> anyhow::Result<()> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(address)
+        .install()
+        .map_err(|e| anyhow::anyhow!("cannot serve metrics on {address}: {e}"))?;
+    tracing::info!(%address, "serving Prometheus metrics at /metrics");
+    Ok(())
+}

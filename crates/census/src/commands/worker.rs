@@ -26,6 +26,9 @@ pub struct Args {
     /// Exit 0 once no run has work left, instead of waiting for new runs.
     #[arg(long, env = "CENSUS_EXIT_WHEN_DONE")]
     exit_when_done: bool,
+    /// Serve Prometheus metrics (jobs counted, seconds a job, retries) on this address, at /metrics.
+    #[arg(long, env = "CENSUS_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Log format.
     #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
     log_format: LogFormat,
@@ -50,7 +53,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if config.threads == 0 {
         return Err(super::UsageError("--threads must be at least 1".into()).into());
     }
+    let metrics_listen = args.metrics_listen;
     runtime()?.block_on(async move {
+        if let Some(address) = metrics_listen {
+            super::roles::serve_metrics(address)?;
+        }
         tracing::info!(worker = %config.worker_id, coordinator = %config.coordinator.url, threads = config.threads, "worker starting");
         let (stop_sender, stop) = watch::channel(Stop::No);
         let mut signals = signals();
