@@ -21,7 +21,7 @@ use crate::auth::Need;
 use crate::limits::{self, MAX_NAME_LEN, MAX_WATCH_INTERVAL_MS};
 use crate::{Api, Coordinator, status_of};
 
-fn run_message(run: RunSummary) -> Run {
+pub(crate) fn run_message(run: RunSummary) -> Run {
     Run {
         run_id: run.run_id,
         stage: run.spec.stage,
@@ -45,7 +45,46 @@ fn positive(field: &str, id: i64) -> Result<i64, Status> {
 }
 
 impl Coordinator {
-    async fn progress(&self, run: RunId) -> Result<Progress, Status> {
+    /// A run's total, rechecked by the store, with its factorization and
+    /// Kilfoil's estimate.
+    pub(crate) async fn result(&self, run: RunId) -> Result<RunResult, Status> {
+        let total = self.store.total(run).await.map_err(status_of)?;
+        let s: BigUint = total.s.parse().map_err(|_| Status::internal("the stored S is not a number"))?;
+        let n0: BigUint = total.n0.parse().map_err(|_| Status::internal("the stored N0 is not a number"))?;
+        let estimate = kilfoil_estimate();
+        Ok(RunResult {
+            run_id: run,
+            r#final: total.is_final,
+            factorization: factorize(&s).to_string(),
+            kilfoil_estimate: estimate,
+            kilfoil_relative_error: if n0 == BigUint::default() { 0.0 } else { relative_error(estimate, &n0) },
+            s: total.s,
+            n0: total.n0,
+        })
+    }
+
+    /// A run's classes with their sums so far.
+    pub(crate) async fn class_lines(&self, run: RunId) -> Result<Vec<ClassLine>, Status> {
+        let classes = self.store.class_totals(run).await.map_err(status_of)?;
+        Ok(classes
+            .into_iter()
+            .map(|class| {
+                let seed_sum: BigUint = class.seed_sum.parse().unwrap_or_default();
+                ClassLine {
+                    class_id: class.class_id,
+                    representative: class.representative,
+                    size: class.size,
+                    seeds_done: class.seeds_done,
+                    completions: (&seed_sum * 72u32).to_string(),
+                    contribution: (&seed_sum * class.size).to_string(),
+                    seed_sum: class.seed_sum,
+                    complete: class.complete,
+                }
+            })
+            .collect())
+    }
+
+    pub(crate) async fn progress(&self, run: RunId) -> Result<Progress, Status> {
         let progress = self.store.progress(run).await.map_err(status_of)?;
         let summary = self.store.run(run).await.map_err(status_of)?;
         let quarantined = self.store.quarantined().await.map_err(status_of)?;
@@ -148,42 +187,13 @@ impl CensusService for Api {
     async fn get_result(&self, request: Request<GetResultRequest>) -> Result<Response<RunResult>, Status> {
         self.authorize(request.metadata(), Need::Read).await?;
         let run = self.0.latest_run(request.into_inner().run_id).await?;
-        let total = self.0.store.total(run).await.map_err(status_of)?;
-        let s: BigUint = total.s.parse().map_err(|_| Status::internal("the stored S is not a number"))?;
-        let n0: BigUint = total.n0.parse().map_err(|_| Status::internal("the stored N0 is not a number"))?;
-        let estimate = kilfoil_estimate();
-        Ok(Response::new(RunResult {
-            run_id: run,
-            r#final: total.is_final,
-            factorization: factorize(&s).to_string(),
-            kilfoil_estimate: estimate,
-            kilfoil_relative_error: if n0 == BigUint::default() { 0.0 } else { relative_error(estimate, &n0) },
-            s: total.s,
-            n0: total.n0,
-        }))
+        Ok(Response::new(self.0.result(run).await?))
     }
 
     async fn list_classes(&self, request: Request<ListClassesRequest>) -> Result<Response<ListClassesResponse>, Status> {
         self.authorize(request.metadata(), Need::Read).await?;
         let run = self.0.latest_run(request.into_inner().run_id).await?;
-        let classes = self.0.store.class_totals(run).await.map_err(status_of)?;
-        let lines = classes
-            .into_iter()
-            .map(|class| {
-                let seed_sum: BigUint = class.seed_sum.parse().unwrap_or_default();
-                ClassLine {
-                    class_id: class.class_id,
-                    representative: class.representative,
-                    size: class.size,
-                    seeds_done: class.seeds_done,
-                    completions: (&seed_sum * 72u32).to_string(),
-                    contribution: (&seed_sum * class.size).to_string(),
-                    seed_sum: class.seed_sum,
-                    complete: class.complete,
-                }
-            })
-            .collect();
-        Ok(Response::new(ListClassesResponse { classes: lines }))
+        Ok(Response::new(ListClassesResponse { classes: self.0.class_lines(run).await? }))
     }
 
     async fn recount_job(&self, request: Request<RecountJobRequest>) -> Result<Response<RecountJobResponse>, Status> {

@@ -14,6 +14,7 @@
 pub mod auth;
 mod census_api;
 pub mod limits;
+mod status_page;
 mod worker_api;
 
 use std::collections::HashSet;
@@ -167,6 +168,16 @@ impl Coordinator {
         gauges.abort();
         served?;
         Ok(())
+    }
+
+    /// Serves the live status page (`/`) and its JSON (`/api/status`) over
+    /// HTTP on `listener` until `shutdown` completes.
+    pub async fn serve_status_page(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, status_page::router(self)).with_graceful_shutdown(shutdown).await
     }
 
     async fn latest_run(&self, run: i64) -> Result<RunId, Status> {

@@ -164,8 +164,8 @@ fn the_compose_topology_computes_n0_as_local_processes() {
     let localize = |mut env: BTreeMap<String, String>| {
         for value in env.values_mut() {
             *value = value.replace("/secrets/", &secrets);
-            if value.ends_with(":9464") {
-                // Every service's metrics port, here one free port each.
+            if value.ends_with(":9464") || value.ends_with(":8080") {
+                // Every metrics and status-page port, here one free port each.
                 *value = "127.0.0.1:0".into();
             } else if value.starts_with("postgres://") {
                 *value = database.clone();

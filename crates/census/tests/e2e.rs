@@ -417,3 +417,82 @@ fn prometheus_metrics_move_during_a_run() {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// Headless Chromium, from Debian's `chromium` package (or `CENSUS_CHROMIUM`).
+/// Missing, the test fails with the command that installs it: the status
+/// page is checked in a real browser or not at all, never skipped.
+fn chromium() -> String {
+    if let Ok(path) = std::env::var("CENSUS_CHROMIUM") {
+        return path;
+    }
+    for name in ["chromium", "chromium-browser", "google-chrome"] {
+        if Command::new(name).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success()) {
+            return name.to_string();
+        }
+    }
+    panic!("this test opens the status page in headless Chromium, which is not installed: run `apt-get install -y chromium` (.ci/run does it for you)");
+}
+
+/// The page's DOM after its script has polled the JSON for a few seconds.
+fn page_dom(url: &str, screenshot: Option<&std::path::Path>) -> String {
+    let profile = std::env::temp_dir().join(format!("census-e2e-chromium-{}-{}", std::process::id(), free_port()));
+    let mut command = Command::new(chromium());
+    command.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--hide-scrollbars",
+        "--virtual-time-budget=4000",
+    ]);
+    command.arg(format!("--user-data-dir={}", profile.display()));
+    match screenshot {
+        Some(path) => command.arg("--window-size=1200,900").arg(format!("--screenshot={}", path.display())),
+        None => command.arg("--dump-dom"),
+    };
+    let output = command.arg(url).stdin(Stdio::null()).output().unwrap();
+    let _ = std::fs::remove_dir_all(&profile);
+    assert!(output.status.success(), "chromium failed: {}", text(&output));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_status_page_shows_a_run_finishing_with_n0() {
+    let mut cluster = Cluster::new();
+    let http_port = free_port();
+    let http = format!("127.0.0.1:{http_port}");
+    cluster.children.push(cluster.coordinator(&["--stage", "44", "--http-listen", &http]));
+    cluster.wait_until_serving();
+    let token = std::fs::read_to_string(cluster.operator_token()).unwrap();
+    let page = format!("http://{http}/#token={}", token.trim());
+
+    // Without a credential the page says why it shows nothing, and how to fix it.
+    let dom = page_dom(&format!("http://{http}/"), None);
+    assert!(dom.contains("cannot read the status: 401") && dom.contains("#token="), "{dom}");
+    assert!(!dom.contains("run 1:"), "{dom}");
+
+    // Before any worker: the run is there, nothing done yet.
+    let dom = page_dom(&page, None);
+    assert!(dom.contains("run 1: stage russell (44 classes), counter column-sets"), "{dom}");
+    assert!(dom.contains("0 / 440 jobs done") && dom.contains(">running<"), "{dom}");
+
+    let mut worker = cluster.worker("painter");
+    assert!(wait_with_timeout(&mut worker, Duration::from_secs(300)).success());
+    let dom = page_dom(&page, None);
+    assert!(dom.contains(">finished<"), "{dom}");
+    assert!(dom.contains("440 / 440 jobs done"), "{dom}");
+    assert!(dom.contains(&format!("N0 = {N0_PRINTED}")), "{dom}");
+    assert!(dom.contains("S = 3,546,146,300,288 = 2^7 x 27,704,267,971"), "{dom}");
+    assert!(dom.contains(">painter<"), "the workers table names the worker: {dom}");
+    assert!(dom.contains("<td>10/10</td><td>7,802,998,272</td>"), "class 0 (the 'all stacks cyclic' band, n = 7,802,998,272) is in the table: {dom}");
+    assert!(dom.contains(r#"<div id="error"></div>"#), "no error shown: {dom}");
+
+    // The screenshot kept in docs/ is refreshed by CENSUS_SCREENSHOT=docs/status-page.png.
+    if let Ok(path) = std::env::var("CENSUS_SCREENSHOT") {
+        page_dom(&page, Some(std::path::Path::new(&path)));
+    }
+}

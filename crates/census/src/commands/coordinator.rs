@@ -67,6 +67,10 @@ pub struct Args {
     /// Require client certificates signed by this CA (PEM).
     #[arg(long, env = "CENSUS_TLS_CLIENT_CA", requires = "tls_cert")]
     tls_client_ca: Option<PathBuf>,
+    /// Serve the live status page on this address (http://ADDRESS/, or
+    /// /#token=TOKEN when reads need a token), with its JSON at /api/status.
+    #[arg(long, env = "CENSUS_HTTP_LISTEN")]
+    http_listen: Option<SocketAddr>,
     /// Serve Prometheus metrics (jobs by state, results by outcome, latencies,
     /// store errors, per-worker results) on this address, at /metrics.
     #[arg(long, env = "CENSUS_METRICS_LISTEN")]
@@ -180,6 +184,16 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
     tracing::info!(address = %listener.local_addr()?, tls = args.tls_cert.is_some(), "coordinator serving gRPC");
     let mut signals = signals();
+    if let Some(address) = args.http_listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot serve the status page on {address}: {e}"))?;
+        tracing::info!(address = %listener.local_addr()?, "status page at http://{}/", listener.local_addr()?);
+        let mut stop = signals.clone();
+        tokio::spawn(coordinator.clone().serve_status_page(listener, async move {
+            let _ = stop.wait_for(|n| *n > 0).await;
+        }));
+    }
     let shutdown = async move {
         let _ = signals.wait_for(|n| *n > 0).await;
         tracing::info!("shutting down");

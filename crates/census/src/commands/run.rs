@@ -31,6 +31,9 @@ pub struct Args {
     /// Workers to start, 1 to 1024 (default: the number of cores).
     #[arg(long, env = "CENSUS_WORKERS", value_parser = super::parse_threads)]
     workers: Option<usize>,
+    /// Also serve the live status page on this address, e.g. 127.0.0.1:8080.
+    #[arg(long, env = "CENSUS_HTTP_LISTEN")]
+    http_listen: Option<std::net::SocketAddr>,
     /// No progress display: only the result.
     #[arg(long, short)]
     quiet: bool,
@@ -82,6 +85,14 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         let _ = server_stopped.await;
     }));
     println!("serving on {address} (progress from elsewhere: census status --coordinator {address})");
+    let mut status_page = None;
+    if let Some(http) = args.http_listen {
+        let listener = tokio::net::TcpListener::bind(http)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot serve the status page on {http}: {e}"))?;
+        println!("status page: http://{}/", listener.local_addr()?);
+        status_page = Some(tokio::spawn(coordinator.clone().serve_status_page(listener, std::future::pending())));
+    }
     let client_config = |token: &str| ClientConfig { url: address.clone(), token: Some(token.to_string()), ..ClientConfig::default() };
     let mut client = connect_with(&client_config(&operator_token)).await?;
 
@@ -122,6 +133,9 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let result = client.get_result(GetResultRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
     let _ = server_stop.send(());
     let _ = server.await;
+    if let Some(page) = status_page {
+        page.abort();
+    }
     // Fold SQLite's write-ahead log into the file, so that the file alone is the census.
     coordinator.store().close().await;
 

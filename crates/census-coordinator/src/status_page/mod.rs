@@ -1,0 +1,161 @@
+//! The live status page: one HTML file with a little script, and the JSON
+//! it polls (`/api/status`), served over plain HTTP next to gRPC. No build
+//! step, no framework: the page renders what the JSON says every second.
+//!
+//! The JSON needs the same credential as the gRPC reads (a reader or
+//! operator token, unless `--public-read`); the page takes it from the URL's
+//! fragment (`/#token=census_...`), which browsers never send to a server.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use serde::Serialize;
+
+use crate::auth::Need;
+use crate::{Coordinator, census_api::run_message, status_of};
+
+const PAGE: &str = include_str!("page.html");
+
+/// The most runs the page shows, newest first.
+const RECENT_RUNS: usize = 10;
+/// Runs with more classes show only a summary of them.
+const MAX_CLASS_ROWS: usize = 200;
+
+#[derive(Serialize)]
+struct StatusJson {
+    runs: Vec<RunJson>,
+}
+
+#[derive(Serialize)]
+struct RunJson {
+    run_id: i64,
+    stage: String,
+    classes_in_stage: u64,
+    counter: String,
+    redundancy: u32,
+    cancelled: bool,
+    jobs_total: u64,
+    done: u64,
+    leased: u64,
+    pending: u64,
+    failed: u64,
+    conflicts: u64,
+    rejected: u64,
+    jobs_per_second: f64,
+    eta_seconds: f64,
+    r#final: bool,
+    s: String,
+    n0: String,
+    factorization: String,
+    quarantined: Vec<String>,
+    workers: Vec<WorkerJson>,
+    classes: Vec<ClassJson>,
+    classes_total: usize,
+}
+
+#[derive(Serialize)]
+struct WorkerJson {
+    worker: String,
+    jobs: u64,
+    completions: String,
+    last_seen_unix: i64,
+}
+
+#[derive(Serialize)]
+struct ClassJson {
+    class_id: u32,
+    representative: String,
+    size: u64,
+    seeds_done: u32,
+    completions: String,
+    contribution: String,
+    complete: bool,
+}
+
+/// The page and its API.
+pub(crate) fn router(coordinator: Arc<Coordinator>) -> axum::Router {
+    axum::Router::new()
+        .route("/", get(|| async { Html(PAGE) }))
+        .route("/api/status", get(status))
+        .with_state(coordinator)
+}
+
+async fn status(State(coordinator): State<Arc<Coordinator>>, headers: HeaderMap) -> Response {
+    match status_json(&coordinator, headers).await {
+        Ok(json) => ([(header::CACHE_CONTROL, "no-store")], Json(json)).into_response(),
+        Err(status) => {
+            let code = match status.code() {
+                tonic::Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+                tonic::Code::PermissionDenied => StatusCode::FORBIDDEN,
+                tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            (code, status.message().to_string()).into_response()
+        }
+    }
+}
+
+async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<StatusJson, tonic::Status> {
+    let metadata = tonic::metadata::MetadataMap::from_headers(headers);
+    crate::auth::authorize(&coordinator.config.auth, coordinator.store.as_ref(), &metadata, Need::Read).await?;
+    let summaries = coordinator.store.list_runs().await.map_err(status_of)?;
+    let mut runs = Vec::new();
+    for summary in summaries.into_iter().rev().take(RECENT_RUNS) {
+        let run = run_message(summary);
+        let progress = coordinator.progress(run.run_id).await?;
+        let result = coordinator.result(run.run_id).await?;
+        let lines = coordinator.class_lines(run.run_id).await?;
+        let classes_total = lines.len();
+        runs.push(RunJson {
+            run_id: run.run_id,
+            stage: run.stage,
+            classes_in_stage: run.classes,
+            counter: run.counter,
+            redundancy: run.redundancy,
+            cancelled: run.cancelled,
+            jobs_total: progress.jobs_total,
+            done: progress.done,
+            leased: progress.leased,
+            pending: progress.pending,
+            failed: progress.failed,
+            conflicts: progress.conflicts,
+            rejected: progress.rejected,
+            jobs_per_second: progress.jobs_per_second,
+            eta_seconds: progress.eta_seconds,
+            r#final: result.r#final,
+            s: result.s,
+            n0: result.n0,
+            factorization: result.factorization,
+            quarantined: progress.quarantined,
+            workers: progress
+                .workers
+                .into_iter()
+                .map(|w| WorkerJson {
+                    worker: w.worker_id,
+                    jobs: w.jobs,
+                    completions: w.completions,
+                    last_seen_unix: w.last_seen_unix,
+                })
+                .collect(),
+            classes: lines
+                .into_iter()
+                .take(MAX_CLASS_ROWS)
+                .map(|c| ClassJson {
+                    class_id: c.class_id,
+                    representative: c.representative,
+                    size: c.size,
+                    seeds_done: c.seeds_done,
+                    completions: c.completions,
+                    contribution: c.contribution,
+                    complete: c.complete,
+                })
+                .collect(),
+            classes_total,
+        });
+    }
+    Ok(StatusJson { runs })
+}
