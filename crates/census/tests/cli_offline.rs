@@ -258,3 +258,92 @@ fn an_embedded_run_is_readable_by_status_verify_and_sqlite_alone() {
     assert_eq!(missing.status.code(), Some(2), "an unknown run is bad input, as for verify");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `count-band --counter enumerate` takes seconds a seed: each seed's line
+/// must arrive as it is counted, not all at the end.
+#[test]
+fn count_band_prints_each_seed_as_it_is_counted() {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_census"))
+        .args(["count-band", "123456789456789123789123456", "--counter", "enumerate"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first_seed = lines.by_ref().map(|l| l.unwrap()).find(|l| l.trim_start().starts_with("seed ")).unwrap();
+    assert!(first_seed.contains("seed 235/689") || first_seed.contains("seed "), "{first_seed}");
+    assert!(child.try_wait().unwrap().is_none(), "the first seed was printed while the other nine were still being counted");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// One variable names the database for every command (it was
+/// CENSUS_DATABASE for `run` and CENSUS_DATABASE_URL elsewhere).
+#[test]
+fn census_database_url_names_the_database_everywhere() {
+    let dir = std::env::temp_dir().join(format!("census-offline-env-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("from-env.db");
+    let with_env = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(args).env("CENSUS_DATABASE_URL", &file).output().unwrap()
+    };
+    let run = with_env(&["run", "--workers", "1", "--quiet"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(file.exists() && !dir.join("census.db").exists(), "run used CENSUS_DATABASE_URL");
+    let status = with_env(&["status"]);
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("6,670,903,752,021,072,936,960"));
+    let verify = with_env(&["verify"]);
+    assert!(String::from_utf8_lossy(&verify.stderr).contains("from-env.db"), "verify read the same file: {}", String::from_utf8_lossy(&verify.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every counter is described the same way wherever it can be chosen
+/// (`run --help` said "hours", the README "seconds a job", `count-band`
+/// "seconds a seed"), and `run --help` names the stages as `classes` does.
+#[test]
+fn counters_and_stages_are_described_alike_everywhere() {
+    let help = |command: &str| String::from_utf8_lossy(&census(&[command, "--help"]).stdout).into_owned();
+    let enumerate = |text: &str| {
+        let at = text.find("enumerate (")?;
+        text[at..].split(')').next().map(String::from)
+    };
+    let reference = enumerate(&help("run")).expect("run --help describes enumerate");
+    for command in ["count-band", "bench", "submit", "coordinator"] {
+        assert_eq!(enumerate(&help(command)).as_deref(), Some(reference.as_str()), "census {command} --help");
+    }
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    assert!(readme.contains("`enumerate` (the paper's plain backtracking,\nseconds a job"), "README: {reference}");
+    for name in ["russell", "felgenhauer-jarvis", "rectangles", "rows", "stacks-columns", "catalogue"] {
+        assert!(help("run").contains(name) && help("classes").contains(name), "{name}");
+    }
+}
+
+/// The README's command table lists every flag each long-running or
+/// operator command takes.
+#[test]
+fn the_readme_lists_every_flag() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let mut missing = Vec::new();
+    for command in ["run", "coordinator", "worker", "submit", "status", "verify"] {
+        let help = String::from_utf8_lossy(&census(&[command, "--help"]).stdout).into_owned();
+        // Aliases (`--database-url`) are for old scripts, not for the table.
+        let help: String = help.lines().filter(|l| !l.contains("[alias: ") && !l.contains("[aliases: ")).collect::<Vec<_>>().join("\n");
+        let row = readme.lines().find(|l| l.starts_with(&format!("| `census {command} "))).unwrap_or_else(|| panic!("no README row for {command}"));
+        for flag in help.split_whitespace().filter(|w| w.starts_with("--")).map(|w| w.split(['=', '[', '<', ']', '`', ',', ')']).next().unwrap()) {
+            let flag = flag.trim_end_matches(',');
+            if ["--help", "--version"].contains(&flag) || CLIENT_FLAGS.contains(&flag) {
+                continue;
+            }
+            if !(row.contains(&format!("{flag} ")) || row.contains(&format!("{flag}]")) || row.contains(&format!("{flag}`"))) {
+                missing.push(format!("{command} {flag}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "README's command table lacks: {missing:?}");
+}
+
+/// Described once, under the table, for every client command.
+const CLIENT_FLAGS: [&str; 5] = ["--token", "--token-file", "--tls-ca", "--tls-client-cert", "--tls-client-key"];

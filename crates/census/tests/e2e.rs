@@ -72,10 +72,11 @@ fn census_run_on_a_fresh_sqlite_file_prints_n0() {
 #[test]
 fn census_run_interrupted_resumes_and_ends_exact() {
     let db = temp_db("interrupted");
-    // The banded counter takes about 0.1 s a job: the Russell stage runs
-    // for tens of seconds, long enough to interrupt.
+    // The banded counter takes about 0.1 s a job: a stage runs for tens of
+    // seconds, long enough to interrupt. Not the default stage, so that the
+    // hint must name it.
     let mut first = census()
-        .args(["run", "--database", &db, "--counter", "banded", "--workers", "2"])
+        .args(["run", "--database", &db, "--stage", "71", "--counter", "banded", "--workers", "2"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -88,10 +89,16 @@ fn census_run_interrupted_resumes_and_ends_exact() {
     assert_eq!(status.code(), Some(130), "{printed}");
     assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
 
-    let second = census().args(["run", "--database", &db, "--counter", "banded", "--workers", "2"]).output().unwrap();
+    // Do exactly what the hint says.
+    let hint = printed.lines().find(|l| l.starts_with("interrupted:")).unwrap();
+    let command = hint.split('`').nth(1).unwrap_or_else(|| panic!("no command in {hint:?}"));
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(words[..2], ["census", "run"], "{hint}");
+    let second = census().args(&words[1..]).output().unwrap();
     let printed = text(&second);
     assert!(second.status.success(), "{printed}");
     assert!(printed.contains("resuming at"), "the second run resumes: {printed}");
+    assert!(printed.contains("stage felgenhauer-jarvis (71 classes)"), "the same run, not a new Russell run: {printed}");
     assert!(printed.contains(N0_PRINTED), "{printed}");
 }
 

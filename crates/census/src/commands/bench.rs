@@ -15,8 +15,7 @@ pub struct Args {
     /// The stage to count (e.g. 44, 71, 36288).
     #[arg(long, default_value = "44", value_parser = parse_stage)]
     stage: Stage,
-    /// The counter to time.
-    #[arg(long, default_value = "column-sets", value_parser = parse_counter)]
+    #[arg(long, default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
     /// Threads to count on, 1 to 1024.
     #[arg(long, default_value_t = 1, value_parser = super::parse_threads)]

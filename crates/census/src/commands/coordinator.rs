@@ -27,8 +27,8 @@ pub struct Args {
     /// 174|rectangles, 416|rows, 2051|stacks-columns, 36288|catalogue.
     #[arg(long, env = "CENSUS_STAGE", value_parser = parse_stage)]
     stage: Option<Stage>,
-    /// The counter of the run created with --stage.
-    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter)]
+    /// The counter of the run created with --stage (see `census run --help`).
+    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
     /// Distinct worker identities (tokens) that must agree on each job of the run created with --stage, 1 to 5.
     #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]

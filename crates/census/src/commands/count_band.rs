@@ -1,11 +1,13 @@
 //! `census count-band`: the completions of one band, seed by seed.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use census_math::catalogue::normalize;
 use census_math::total::thousands;
 use census_math::{Band, CounterKind, SEEDS};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::parse_counter;
@@ -47,16 +49,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("band {band}, counter {}", args.counter);
         println!("seed = the first column of B4 and of B7 (rows 4-6 / rows 7-9), e.g. 235/689; SQL numbers them 0-9 in this order");
     }
-    // Seed by seed, each line as soon as it is counted: the enumerate
-    // counter takes seconds a seed.
+    // Seed by seed, each line as soon as it is counted (the enumerate
+    // counter takes seconds a seed), under a bar on a terminal.
+    let bar = (!args.json && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new(SEEDS.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} seeds  {elapsed} elapsed, ETA {eta}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        bar
+    });
     let started = Instant::now();
     let mut seeds = Vec::with_capacity(SEEDS.len());
     for seed in &SEEDS {
         let count = counter.count(&band, seed);
         if !args.json {
-            println!("  seed {seed}  {:>12}", thousands(&count));
+            let line = format!("  seed {seed}  {:>12}", thousands(&count));
+            match &bar {
+                Some(bar) => {
+                    bar.suspend(|| println!("{line}"));
+                    bar.inc(1);
+                }
+                None => println!("{line}"),
+            }
         }
         seeds.push(SeedCount { seed: seed.to_string(), count });
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
     }
     let elapsed = started.elapsed();
     let sum: u64 = seeds.iter().map(|s| s.count).sum();

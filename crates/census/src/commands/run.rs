@@ -155,18 +155,47 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
 }
 
 /// How `census run` shows progress: a bar on a terminal, a line every
-/// few seconds otherwise, nothing with --quiet. Rates are measured over the
-/// last half minute, so that the ETA follows the run's current speed
-/// without jumping with every poll.
+/// few seconds otherwise, nothing with --quiet.
 struct Display {
     bar: Option<ProgressBar>,
     plain: bool,
-    samples: std::collections::VecDeque<(Instant, u64)>,
+    rate: RateWindow,
     last_line: Instant,
 }
 
-const RATE_WINDOW: Duration = Duration::from_secs(30);
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
+
+/// Jobs a second measured over the last half minute, so that the ETA
+/// follows the run's current speed without jumping with every poll (a rate
+/// of whole jobs per poll made an ETA at a steady 0.5 jobs/s swing between
+/// 219 and 583 s).
+struct RateWindow {
+    samples: std::collections::VecDeque<(Instant, u64)>,
+}
+
+const RATE_WINDOW: Duration = Duration::from_secs(30);
+
+impl RateWindow {
+    fn new() -> RateWindow {
+        RateWindow { samples: Default::default() }
+    }
+
+    /// Records `done` jobs at `now`; the rate over the window and the
+    /// seconds left at that rate, once there is something to measure.
+    fn observe(&mut self, now: Instant, done: u64, total: u64) -> Option<(f64, f64)> {
+        self.samples.push_back((now, done));
+        while self.samples.len() > 2 && now - self.samples[0].0 > RATE_WINDOW {
+            self.samples.pop_front();
+        }
+        let (then, done_then) = self.samples[0];
+        let seconds = (now - then).as_secs_f64();
+        if seconds < 0.5 || done <= done_then {
+            return None;
+        }
+        let rate = (done - done_then) as f64 / seconds;
+        Some((rate, total.saturating_sub(done) as f64 / rate))
+    }
+}
 
 impl Display {
     fn new(quiet: bool, total: u64, done: u64) -> Display {
@@ -182,30 +211,15 @@ impl Display {
             bar.set_position(done);
             bar
         });
-        Display { bar, plain: !quiet && !terminal, samples: Default::default(), last_line: Instant::now() }
-    }
-
-    /// Jobs a second over the window, and the seconds left at that rate.
-    fn rate(&mut self, done: u64, total: u64) -> Option<(f64, f64)> {
-        let now = Instant::now();
-        self.samples.push_back((now, done));
-        while self.samples.len() > 2 && now - self.samples[0].0 > RATE_WINDOW {
-            self.samples.pop_front();
-        }
-        let (then, done_then) = self.samples[0];
-        let seconds = (now - then).as_secs_f64();
-        if seconds < 0.5 || done <= done_then {
-            return None;
-        }
-        let rate = (done - done_then) as f64 / seconds;
-        Some((rate, total.saturating_sub(done) as f64 / rate))
+        Display { bar, plain: !quiet && !terminal, rate: RateWindow::new(), last_line: Instant::now() }
     }
 
     fn update(&mut self, progress: &census_proto::v1::Progress) {
-        let rate = self.rate(progress.done, progress.jobs_total);
+        let rate = self.rate.observe(Instant::now(), progress.done, progress.jobs_total);
+        let completions = census_math::total::thousands(&progress.completions_counted);
         let described = match rate {
-            Some((rate, eta)) => format!("{rate:.1} jobs/s, ETA {eta:.0} s"),
-            None => "starting".to_string(),
+            Some((rate, eta)) => format!("{rate:.1} jobs/s, ETA {eta:.0} s, {completions} completions so far"),
+            None => format!("starting, {completions} completions so far"),
         };
         if let Some(bar) = &self.bar {
             bar.set_position(progress.done);
@@ -220,5 +234,43 @@ impl Display {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A steady 0.5 jobs/s polled every 0.5 s (one job every other poll)
+    /// gives a steady rate and an ETA that only counts down.
+    #[test]
+    fn a_steady_rate_gives_a_steady_eta() {
+        let start = Instant::now();
+        let mut window = RateWindow::new();
+        let mut etas = Vec::new();
+        for poll in 0..240u64 {
+            let now = start + Duration::from_millis(500 * poll);
+            let done = poll / 4;
+            if let Some((rate, eta)) = window.observe(now, done, 1000) {
+                if poll >= 80 {
+                    assert!((rate - 0.5).abs() < 0.05, "poll {poll}: rate {rate}");
+                    etas.push(eta);
+                }
+            }
+        }
+        assert!(etas.len() > 100);
+        for pair in etas.windows(2) {
+            assert!(pair[1] <= pair[0] + 40.0, "the ETA jumped from {} to {}", pair[0], pair[1]);
+        }
+        let last = *etas.last().unwrap();
+        assert!((last - (1000.0 - 59.0) / 0.5).abs() < 200.0, "{last}");
+    }
+
+    #[test]
+    fn no_rate_before_anything_moves() {
+        let start = Instant::now();
+        let mut window = RateWindow::new();
+        assert_eq!(window.observe(start, 5, 10), None);
+        assert_eq!(window.observe(start + Duration::from_secs(3), 5, 10), None);
     }
 }

@@ -25,13 +25,27 @@ pub struct Args {
     credentials: Credentials,
 }
 
+enum Source {
+    Database(String),
+    Coordinator(String),
+}
+
 /// (run, stage, final, S)
 type RunTotalLine = (i64, String, bool, String);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
-        let lines: Vec<RunTotalLine> = match (&args.database, &args.coordinator) {
-            (Some(database), _) => {
+        // Without --database or --coordinator: the file `census run` writes by default.
+        let source = match (&args.database, &args.coordinator) {
+            (Some(database), _) => Source::Database(database.clone()),
+            (None, Some(coordinator)) => Source::Coordinator(coordinator.clone()),
+            (None, None) if std::path::Path::new("census.db").exists() => Source::Database("census.db".to_string()),
+            (None, None) => {
+                return Err(UsageError("give --database or --coordinator (there is no census.db here)".into()).into());
+            }
+        };
+        let lines: Vec<RunTotalLine> = match &source {
+            Source::Database(database) => {
                 let store = census_store::connect(database, StoreConfig::default()).await?;
                 let mut lines = Vec::new();
                 for run in store.list_runs().await? {
@@ -40,25 +54,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
                 lines
             }
-            (None, Some(coordinator)) => {
+            Source::Coordinator(coordinator) => {
                 let mut client = connect(coordinator, &args.credentials).await?;
                 let runs = client.list_runs(ListRunsRequest {}).await.map_err(status_error)?.into_inner().runs;
                 let mut lines = Vec::new();
                 for run in runs {
                     let result = client.get_result(GetResultRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
                     lines.push((run.run_id, run.stage, result.r#final, result.s));
-                }
-                lines
-            }
-            (None, None) => {
-                if !std::path::Path::new("census.db").exists() {
-                    return Err(UsageError("give --database or --coordinator (there is no census.db here)".into()).into());
-                }
-                let store = census_store::connect("census.db", StoreConfig::default()).await?;
-                let mut lines = Vec::new();
-                for run in store.list_runs().await? {
-                    let total = store.total(run.run_id).await?;
-                    lines.push((run.run_id, run.spec.stage, total.is_final, total.s));
                 }
                 lines
             }
@@ -77,9 +79,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             chosen
         };
         if chosen.len() < 2 {
+            let where_to = match &source {
+                Source::Database(database) => format!("`census run --stage 71 --database {database}`"),
+                Source::Coordinator(_) => "`census submit --stage 71`".to_string(),
+            };
             return Err(UsageError(format!(
                 "verify compares finished runs of different stages and found {}; count a second stage into the same \
-                 database first, e.g. `census run --stage 71 --database census.db`",
+                 database first, e.g. {where_to}",
                 chosen.len()
             ))
             .into());
