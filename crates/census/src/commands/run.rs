@@ -251,11 +251,11 @@ mod tests {
         for poll in 0..240u64 {
             let now = start + Duration::from_millis(500 * poll);
             let done = poll / 4;
-            if let Some((rate, eta)) = window.observe(now, done, 1000) {
-                if poll >= 80 {
-                    assert!((rate - 0.5).abs() < 0.05, "poll {poll}: rate {rate}");
-                    etas.push(eta);
-                }
+            if let Some((rate, eta)) = window.observe(now, done, 1000)
+                && poll >= 80
+            {
+                assert!((rate - 0.5).abs() < 0.05, "poll {poll}: rate {rate}");
+                etas.push(eta);
             }
         }
         assert!(etas.len() > 100);
