@@ -89,3 +89,33 @@ pub async fn connect(config: &ClientConfig) -> Result<AuthChannel, String> {
     })?;
     Ok(InterceptedService::new(channel, bearer))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{ClientConfig, endpoint};
+    use proptest::prelude::*;
+
+    #[test]
+    fn bad_settings_are_named() {
+        let config = |url: &str, token: &str| ClientConfig { url: url.into(), token: Some(token.into()), ..ClientConfig::default() };
+        assert!(endpoint(&config("http://127.0.0.1:50051", "census_abc")).is_ok());
+        assert!(endpoint(&config("not a url", "t")).unwrap_err().contains("is not a coordinator URL"));
+        assert!(endpoint(&config("http://h:1", "line\nbreak")).unwrap_err().contains("cannot be sent in a header"));
+        assert!(endpoint(&config("https://h:1", "t")).unwrap_err().contains("--tls-ca"));
+    }
+
+    proptest! {
+        /// Whatever is typed as a coordinator URL, a token or a PEM file, the
+        /// client refuses it with a message or builds an endpoint: no panic.
+        #[test]
+        fn any_client_settings_are_accepted_or_refused(
+            scheme in prop::sample::select(vec!["", "http://", "https://"]),
+            url in ".{0,60}",
+            token in proptest::option::of(".{0,80}"),
+            ca in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..200)),
+        ) {
+            let config = ClientConfig { url: format!("{scheme}{url}"), token, tls_ca_pem: ca, tls_identity_pem: None };
+            let _ = endpoint(&config);
+        }
+    }
+}

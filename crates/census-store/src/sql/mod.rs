@@ -132,6 +132,33 @@ fn token_salt() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
+/// Where a store lives, read from its URL before anything is opened.
+#[derive(Debug, PartialEq, Eq)]
+enum Location<'a> {
+    Postgres,
+    Sqlite(&'a str),
+}
+
+impl<'a> Location<'a> {
+    /// `postgres://...`/`postgresql://...` (checked by the driver's own
+    /// parser), `sqlite://PATH`, `sqlite:PATH` or a bare path.
+    fn parse(url: &'a str) -> Result<Location<'a>, String> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            url.parse::<sqlx::postgres::PgConnectOptions>().map_err(|e| format!("not a valid Postgres URL: {e}"))?;
+            return Ok(Location::Postgres);
+        }
+        let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
+        if path.is_empty() {
+            return Err("no file name given".into());
+        }
+        // The path goes into an sqlx URL: these would change its meaning.
+        if let Some(bad) = path.chars().find(|c| matches!(c, '?' | '#' | '\0')) {
+            return Err(format!("an SQLite file name cannot hold {bad:?}"));
+        }
+        Ok(Location::Sqlite(path))
+    }
+}
+
 /// The first bytes of every SQLite database file.
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
@@ -169,52 +196,51 @@ impl SqlStore {
         DRIVERS.call_once(sqlx::any::install_default_drivers);
         let failed = |error: &dyn std::fmt::Display| StoreError::Connect { url: url.to_string(), reason: error.to_string() };
 
-        let (backend, pool) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let pool = AnyPoolOptions::new()
-                .max_connections(16)
-                // Fail fast while the database is down: callers get a
-                // retryable UNAVAILABLE and health turns NOT_SERVING.
-                .acquire_timeout(Duration::from_secs(5))
-                .connect(url)
-                .await
-                .map_err(|e| failed(&e))?;
-            (Backend::Postgres, pool)
-        } else {
-            let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
-            if path.is_empty() {
-                return Err(failed(&"no file name given"));
+        let (backend, pool) = match Location::parse(url).map_err(|e| failed(&e))? {
+            Location::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(16)
+                    // Fail fast while the database is down: callers get a
+                    // retryable UNAVAILABLE and health turns NOT_SERVING.
+                    .acquire_timeout(Duration::from_secs(5))
+                    .connect(url)
+                    .await
+                    .map_err(|e| failed(&e))?;
+                (Backend::Postgres, pool)
             }
-            check_sqlite_file(path).map_err(|e| failed(&e))?;
-            {
-                // One direct connection first: a damaged file fails here at
-                // once with SQLite's own message.
-                use sqlx::Connection;
-                let mut probe = sqlx::AnyConnection::connect(&format!("sqlite://{path}?mode=rwc")).await.map_err(|e| failed(&e))?;
-                sqlx::query("PRAGMA schema_version").execute(&mut probe).await.map_err(|e| failed(&e))?;
-                let _ = probe.close().await;
-            }
-            // One connection: SQLite has one writer at a time, and queuing
-            // here avoids busy errors on upgrading a read to a write.
-            let pool = AnyPoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(Duration::from_secs(300))
-                .after_connect(|connection, _| {
-                    Box::pin(async move {
-                        for pragma in [
-                            "PRAGMA journal_mode = WAL",
-                            "PRAGMA synchronous = NORMAL",
-                            "PRAGMA foreign_keys = ON",
-                            "PRAGMA busy_timeout = 30000",
-                        ] {
-                            sqlx::query(pragma).execute(&mut *connection).await?;
-                        }
-                        Ok(())
+            Location::Sqlite(path) => {
+                check_sqlite_file(path).map_err(|e| failed(&e))?;
+                {
+                    // One direct connection first: a damaged file fails here at
+                    // once with SQLite's own message.
+                    use sqlx::Connection;
+                    let mut probe = sqlx::AnyConnection::connect(&format!("sqlite://{path}?mode=rwc")).await.map_err(|e| failed(&e))?;
+                    sqlx::query("PRAGMA schema_version").execute(&mut probe).await.map_err(|e| failed(&e))?;
+                    let _ = probe.close().await;
+                }
+                // One connection: SQLite has one writer at a time, and queuing
+                // here avoids busy errors on upgrading a read to a write.
+                let pool = AnyPoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(Duration::from_secs(300))
+                    .after_connect(|connection, _| {
+                        Box::pin(async move {
+                            for pragma in [
+                                "PRAGMA journal_mode = WAL",
+                                "PRAGMA synchronous = NORMAL",
+                                "PRAGMA foreign_keys = ON",
+                                "PRAGMA busy_timeout = 30000",
+                            ] {
+                                sqlx::query(pragma).execute(&mut *connection).await?;
+                            }
+                            Ok(())
+                        })
                     })
-                })
-                .connect(&format!("sqlite://{path}?mode=rwc"))
-                .await
-                .map_err(|e| failed(&e))?;
-            (Backend::Sqlite, pool)
+                    .connect(&format!("sqlite://{path}?mode=rwc"))
+                    .await
+                    .map_err(|e| failed(&e))?;
+                (Backend::Sqlite, pool)
+            }
         };
         let migrations = match backend {
             Backend::Postgres => &POSTGRES_MIGRATIONS,
@@ -811,5 +837,32 @@ impl JobStore for SqlStore {
             tracing::warn!(worker, "released from quarantine");
         }
         Ok(released.rows_affected() > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Location;
+    use proptest::prelude::*;
+
+    #[test]
+    fn urls_name_their_backend() {
+        assert_eq!(Location::parse("postgres://u:p@localhost/db"), Ok(Location::Postgres));
+        assert_eq!(Location::parse("sqlite://census.db"), Ok(Location::Sqlite("census.db")));
+        assert_eq!(Location::parse("census.db"), Ok(Location::Sqlite("census.db")));
+        assert!(Location::parse("sqlite:").unwrap_err().contains("no file name"));
+        assert!(Location::parse("a?mode=ro").unwrap_err().contains("'?'"));
+        assert!(Location::parse("postgres://u@host:99999999/db").unwrap_err().contains("Postgres URL"));
+    }
+
+    proptest! {
+        /// Whatever an operator types as a database URL, reading it never panics.
+        #[test]
+        fn any_url_is_parsed_or_refused(
+            prefix in prop::sample::select(vec!["", "postgres://", "postgresql://", "sqlite:", "sqlite://"]),
+            tail in ".{0,80}",
+        ) {
+            let _ = Location::parse(&format!("{prefix}{tail}"));
+        }
     }
 }
