@@ -1,0 +1,236 @@
+//! What differs between Postgres and SQLite: opening the store (its URL,
+//! checking an SQLite file, migrations) and the few SQL dialect differences.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+use sqlx::any::AnyPoolOptions;
+
+use super::SqlStore;
+use crate::{StoreConfig, StoreError};
+
+/// The state of a job, as the `jobs.state` column holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobState {
+    Pending,
+    Leased,
+    Done,
+    Failed,
+}
+
+impl JobState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Leased => "leased",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+        }
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = StoreError;
+    fn from_str(text: &str) -> Result<JobState, StoreError> {
+        match text {
+            "pending" => Ok(JobState::Pending),
+            "leased" => Ok(JobState::Leased),
+            "done" => Ok(JobState::Done),
+            "failed" => Ok(JobState::Failed),
+            _ => Err(StoreError::Database(format!("{text:?} is not a job state"))),
+        }
+    }
+}
+
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+impl Backend {
+    /// Row locks for the queue; SQLite has one writer at a time instead.
+    pub(super) fn skip_locked(self) -> &'static str {
+        match self {
+            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        }
+    }
+
+    /// `id` is one of the ids the subquery picks. Postgres plans `id IN
+    /// (subquery)` of an UPDATE as a hash join over a scan of every job; an
+    /// array built first (an InitPlan) makes it a primary-key lookup.
+    pub(super) fn id_among(self, subquery: &str) -> String {
+        match self {
+            Backend::Postgres => format!("id = ANY(ARRAY({subquery}))"),
+            Backend::Sqlite => format!("id IN ({subquery})"),
+        }
+    }
+
+    pub(super) fn for_update(self) -> &'static str {
+        match self {
+            Backend::Postgres => "FOR UPDATE OF j",
+            Backend::Sqlite => "",
+        }
+    }
+
+    /// A decimal text parameter into a big-number column (NUMERIC in
+    /// Postgres, TEXT in SQLite, where NUMERIC would round N0 to a float).
+    pub(super) fn big_number(self, parameter: &str) -> String {
+        match self {
+            Backend::Postgres => format!("CAST({parameter} AS NUMERIC)"),
+            Backend::Sqlite => parameter.to_string(),
+        }
+    }
+
+    /// The smaller of two numbers.
+    pub(super) fn least(self, a: &str, b: &str) -> String {
+        match self {
+            Backend::Postgres => format!("LEAST({a}, {b})"),
+            Backend::Sqlite => format!("MIN({a}, {b})"),
+        }
+    }
+}
+
+/// Where a store lives, read from its URL before anything is opened.
+#[derive(Debug, PartialEq, Eq)]
+enum Location<'a> {
+    Postgres,
+    Sqlite(&'a str),
+}
+
+impl<'a> Location<'a> {
+    /// `postgres://...`/`postgresql://...` (checked by the driver's own
+    /// parser), `sqlite://PATH`, `sqlite:PATH` or a bare path.
+    fn parse(url: &'a str) -> Result<Location<'a>, String> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            url.parse::<sqlx::postgres::PgConnectOptions>().map_err(|e| format!("not a valid Postgres URL: {e}"))?;
+            return Ok(Location::Postgres);
+        }
+        let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
+        if path.is_empty() {
+            return Err("no file name given".into());
+        }
+        // The path goes into an sqlx URL: these would change its meaning.
+        if let Some(bad) = path.chars().find(|c| matches!(c, '?' | '#' | '\0')) {
+            return Err(format!("an SQLite file name cannot hold {bad:?}"));
+        }
+        Ok(Location::Sqlite(path))
+    }
+}
+
+/// The first bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Refuses at once a file that exists but is not an SQLite database,
+/// instead of letting the pool retry opening it until it times out.
+fn check_sqlite_file(path: &str) -> Result<(), String> {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
+    let mut header = [0u8; 16];
+    let read = file.read(&mut header).map_err(|e| format!("cannot read {path}: {e}"))?;
+    if read == 0 {
+        return Ok(());
+    }
+    if read < header.len() || &header != SQLITE_HEADER {
+        return Err(format!("{path} is not an SQLite database (it does not start with the SQLite header); give a new file name or a census database"));
+    }
+    let length = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if length < 512 || length % 512 != 0 {
+        return Err(format!("{path} is a damaged SQLite database: {length} bytes is not a whole number of pages (truncated?)"));
+    }
+    Ok(())
+}
+
+impl SqlStore {
+    /// Opens the store at `url` (see [`crate::connect`]) and migrates it.
+    pub async fn connect(url: &str, config: StoreConfig) -> Result<SqlStore, StoreError> {
+        static DRIVERS: Once = Once::new();
+        DRIVERS.call_once(sqlx::any::install_default_drivers);
+        let failed = |error: &dyn std::fmt::Display| StoreError::Connect { url: url.to_string(), reason: error.to_string() };
+
+        let (backend, pool) = match Location::parse(url).map_err(|e| failed(&e))? {
+            Location::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(16)
+                    // Fail fast while the database is down: callers get a
+                    // retryable UNAVAILABLE and health turns NOT_SERVING.
+                    .acquire_timeout(Duration::from_secs(5))
+                    .connect(url)
+                    .await
+                    .map_err(|e| failed(&e))?;
+                (Backend::Postgres, pool)
+            }
+            Location::Sqlite(path) => {
+                check_sqlite_file(path).map_err(|e| failed(&e))?;
+                {
+                    // One direct connection first: a damaged file fails here at
+                    // once with SQLite's own message.
+                    use sqlx::Connection;
+                    let mut probe = sqlx::AnyConnection::connect(&format!("sqlite://{path}?mode=rwc")).await.map_err(|e| failed(&e))?;
+                    sqlx::query("PRAGMA schema_version").execute(&mut probe).await.map_err(|e| failed(&e))?;
+                    let _ = probe.close().await;
+                }
+                // One connection: SQLite has one writer at a time, and queuing
+                // here avoids busy errors on upgrading a read to a write.
+                let pool = AnyPoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(Duration::from_secs(300))
+                    .after_connect(|connection, _| {
+                        Box::pin(async move {
+                            for pragma in [
+                                "PRAGMA journal_mode = WAL",
+                                "PRAGMA synchronous = NORMAL",
+                                "PRAGMA foreign_keys = ON",
+                                "PRAGMA busy_timeout = 30000",
+                            ] {
+                                sqlx::query(pragma).execute(&mut *connection).await?;
+                            }
+                            Ok(())
+                        })
+                    })
+                    .connect(&format!("sqlite://{path}?mode=rwc"))
+                    .await
+                    .map_err(|e| failed(&e))?;
+                (Backend::Sqlite, pool)
+            }
+        };
+        let migrations = match backend {
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+        };
+        migrations.run(&pool).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
+        Ok(SqlStore { pool, backend, config, runs: Mutex::new(HashMap::new()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Location;
+    use proptest::prelude::*;
+
+    #[test]
+    fn urls_name_their_backend() {
+        assert_eq!(Location::parse("postgres://u:p@localhost/db"), Ok(Location::Postgres));
+        assert_eq!(Location::parse("sqlite://census.db"), Ok(Location::Sqlite("census.db")));
+        assert_eq!(Location::parse("census.db"), Ok(Location::Sqlite("census.db")));
+        assert!(Location::parse("sqlite:").unwrap_err().contains("no file name"));
+        assert!(Location::parse("a?mode=ro").unwrap_err().contains("'?'"));
+        assert!(Location::parse("postgres://u@host:99999999/db").unwrap_err().contains("Postgres URL"));
+    }
+
+    proptest! {
+        /// Whatever an operator types as a database URL, reading it never panics.
+        #[test]
+        fn any_url_is_parsed_or_refused(
+            prefix in prop::sample::select(vec!["", "postgres://", "postgresql://", "sqlite:", "sqlite://"]),
+            tail in ".{0,80}",
+        ) {
+            let _ = Location::parse(&format!("{prefix}{tail}"));
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The queue: leasing pending (or expired) jobs and extending leases by
+//! heartbeat, within the lease caps and the maximum lease lifetime.
+
+use std::time::Duration;
+
+use sqlx::Row;
+
+use super::{SqlStore, now_ms, token_salt};
+use crate::{HeartbeatOutcome, Lease, RunId, StoreError};
+
+impl SqlStore {
+    pub(super) async fn lease_jobs(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError> {
+        crate::check_identity(worker)?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        if let Some(run) = run {
+            self.run_facts(run).await?;
+        }
+        let now = now_ms();
+        let held: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND lease_owner = $1 AND lease_expires_at >= $2",
+        )
+        .bind(worker)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get(0)?;
+        let max = i64::from(max).min(i64::from(self.config.max_leases_per_worker) - held);
+        if max <= 0 {
+            return Ok(Vec::new());
+        }
+        let ttl = ttl.min(self.config.max_lease_lifetime);
+        let salt = token_salt();
+        let runs = sqlx::query(
+            "SELECT id FROM runs WHERE finished_at IS NULL AND cancelled_at IS NULL AND ($1 < 0 OR id = $1)
+             ORDER BY priority DESC, id",
+        )
+        .bind(run.unwrap_or(-1))
+        .fetch_all(&self.pool)
+        .await?;
+        // Runs in priority order; in each, expired leases first (few), then
+        // pending jobs in id order: short walks of the (run, state, id) index.
+        let mut rows = Vec::new();
+        'runs: for run in &runs {
+            let run: RunId = run.try_get(0)?;
+            for waiting in ["j.state = 'leased' AND j.lease_expires_at < $3", "j.state = 'pending'"] {
+                let wanted = max - rows.len() as i64;
+                if wanted <= 0 {
+                    break 'runs;
+                }
+                let sql = format!(
+                    "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_owner = $1, lease_expires_at = $2,
+                            lease_started_at = $3, updated_at = $3,
+                            lease_token = $4 || '-' || CAST(id AS TEXT) || '-' || CAST(attempt + 1 AS TEXT)
+                     WHERE {}
+                     RETURNING id, run_id, class_id, seed, attempt, lease_token",
+                    self.backend.id_among(&format!(
+                        // The limit is literal: with a parameter there, Postgres's
+                        // generic plan sorts every pending job of the run.
+                        // An identity votes once per job and round. The check is
+                        // a per-row index probe, made only for jobs with votes:
+                        // as NOT EXISTS, Postgres hashes it from a scan of all results.
+                        "SELECT j.id FROM jobs j
+                         WHERE j.run_id = $5 AND {waiting}
+                           AND CASE WHEN j.votes = 0 THEN 1 = 1
+                                    ELSE (SELECT COUNT(*) FROM results x
+                                          WHERE x.job_id = j.id AND x.worker = $1 AND x.round = j.round) = 0 END
+                         ORDER BY j.id LIMIT {wanted} {}",
+                        self.backend.skip_locked()
+                    ))
+                );
+                rows.extend(
+                    sqlx::query(&sql)
+                        .bind(worker)
+                        .bind(now + ttl.as_millis() as i64)
+                        .bind(now)
+                        .bind(&salt)
+                        .bind(run)
+                        .fetch_all(&self.pool)
+                        .await?,
+                );
+            }
+        }
+        let mut leases = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let run_id: RunId = row.try_get(1)?;
+            let facts = self.run_facts(run_id).await?;
+            let class_id = row.try_get::<i64, _>(2)? as u32;
+            leases.push(Lease {
+                job_id: row.try_get(0)?,
+                run_id,
+                class_id,
+                band: facts.representatives.get(&class_id).cloned().unwrap_or_default(),
+                seed: row.try_get::<i64, _>(3)? as u8,
+                attempt: row.try_get::<i64, _>(4)? as u32,
+                token: row.try_get(5)?,
+                counter: facts.counter.clone(),
+            });
+        }
+        leases.sort_by_key(|lease| lease.job_id);
+        Ok(leases)
+    }
+
+    pub(super) async fn extend_leases(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError> {
+        let mut outcome = HeartbeatOutcome::default();
+        let now = now_ms();
+        for chunk in tokens.chunks(1000) {
+            let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 5)).collect();
+            // A lease is extended while it is held, never past its maximum
+            // lifetime, and never for a cancelled run.
+            let sql = format!(
+                "UPDATE jobs SET lease_expires_at = {}, updated_at = $2
+                 WHERE state = 'leased' AND lease_owner = $3 AND lease_expires_at >= $2 AND lease_token IN ({})
+                   AND lease_started_at + $4 > $2
+                   AND run_id IN (SELECT id FROM runs WHERE cancelled_at IS NULL)
+                 RETURNING lease_token",
+                self.backend.least("$1", "lease_started_at + $4"),
+                placeholders.join(", ")
+            );
+            let mut query = sqlx::query(&sql)
+                .bind(now + ttl.as_millis() as i64)
+                .bind(now)
+                .bind(worker)
+                .bind(self.config.max_lease_lifetime.as_millis() as i64);
+            for token in chunk {
+                query = query.bind(token);
+            }
+            let rows = query.fetch_all(&self.pool).await?;
+            let extended: std::collections::HashSet<String> =
+                rows.iter().map(|row| row.try_get::<String, _>(0)).collect::<Result<_, _>>()?;
+            for token in chunk {
+                if extended.contains(token) {
+                    outcome.extended.push(token.clone());
+                } else {
+                    outcome.lost.push(token.clone());
+                }
+            }
+        }
+        Ok(outcome)
+    }
+}
