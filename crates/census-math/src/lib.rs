@@ -1,7 +1,7 @@
 //! The mathematics of the Sudoku census, as a pure library.
 //!
 //! This crate is the band catalogue, the class stages, the job seeds and the
-//! exact completion counters described in `shared/math.md` (Felgenhauer and
+//! exact completion counters described in `docs/mathematics.md` (Felgenhauer and
 //! Jarvis, 2006). It is *not* a job queue, a server or a command line: it does
 //! no I/O, spawns no threads of its own and knows nothing of async, so every
 //! other crate can trust it and test it in isolation.

@@ -1,5 +1,5 @@
 //! The catalogue and the class stages reproduce every published number
-//! (shared/math.md, "Classes at each published stage" and "Published checkpoints").
+//! (docs/mathematics.md, "Classes" and "The total").
 
 use census_math::catalogue::{self, CATALOGUE_BANDS, STANDARD_BANDS, normalize};
 use census_math::{Band, ClassTable, Stage};

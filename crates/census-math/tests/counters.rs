@@ -1,5 +1,5 @@
 //! The three counters agree job by job and reproduce the published counts
-//! (shared/math.md, "Job seeds", "Completions and the total", "Published checkpoints").
+//! (docs/mathematics.md, "Jobs" and "The total").
 
 use census_math::counter::{Counter, count_seeds_of};
 use census_math::{Band, ClassTable, CounterKind, MAX_SEED_COUNT, SEEDS, Seed, Stage};

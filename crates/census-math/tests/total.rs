@@ -1,5 +1,5 @@
 //! The full total from three stages: S = 3,546,146,300,288 and
-//! N0 = 6,670,903,752,021,072,936,960 (shared/math.md).
+//! N0 = 6,670,903,752,021,072,936,960 (docs/mathematics.md).
 
 use census_math::total::{PUBLISHED_S, factorize, n0_from_s, s_from_classes, thousands};
 use census_math::{ClassTable, CounterKind, Stage};
