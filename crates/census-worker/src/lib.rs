@@ -87,13 +87,29 @@ fn is_refusal(status: &tonic::Status) -> bool {
     matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied)
 }
 
+/// Why a worker stopped before it was told to. Everything else (an
+/// unreachable coordinator, a job it cannot count) it retries or reports.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The worker's own settings cannot work (no threads, a bad URL or TLS file).
+    #[error("{0}")]
+    Config(String),
+    /// The coordinator refused the credential: unknown, revoked, quarantined
+    /// or of the wrong role. Retrying cannot help.
+    #[error("the coordinator refuses this worker: {0}")]
+    Refused(String),
+    /// A counting thread panicked: a bug, not bad input.
+    #[error("a counting thread failed")]
+    CountingThread(#[source] tokio::task::JoinError),
+}
+
 /// Runs a worker until it is told to stop, or (with `exit_when_done`) until
 /// no run has work left.
-pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Result<WorkerReport, String> {
+pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Result<WorkerReport, WorkerError> {
     if config.threads == 0 {
-        return Err("a worker needs at least one thread".into());
+        return Err(WorkerError::Config("a worker needs at least one thread".into()));
     }
-    let channel = census_proto::client::connect_lazy(&config.coordinator)?;
+    let channel = census_proto::client::connect_lazy(&config.coordinator).map_err(WorkerError::Config)?;
     let client = WorkerServiceClient::new(channel).max_decoding_message_size(64 << 20);
     let mut worker = Worker { config, client, stop, counters: HashMap::new(), report: WorkerReport::default() };
     worker.work().await?;
@@ -123,7 +139,7 @@ impl Worker {
         self.stopping()
     }
 
-    async fn work(&mut self) -> Result<(), String> {
+    async fn work(&mut self) -> Result<(), WorkerError> {
         let mut batch = self.config.batch.unwrap_or(self.config.threads as u32).max(1);
         let mut backoff = BACKOFF_START;
         let mut idle_polls = 0u32;
@@ -139,7 +155,7 @@ impl Worker {
                     response.into_inner()
                 }
                 Err(status) if is_refusal(&status) => {
-                    return Err(format!("the coordinator refuses this worker: {}", status.message()));
+                    return Err(WorkerError::Refused(status.message().to_string()));
                 }
                 Err(status) => {
                     metrics::counter!("census_worker_retries_total", "call" => "lease").increment(1);
@@ -187,7 +203,7 @@ impl Worker {
 
     /// Counts a batch on `threads` blocking threads, heartbeating meanwhile.
     /// `None` when told to stop at once.
-    async fn count_batch(&mut self, jobs: Vec<Job>, ttl: Duration) -> Result<Option<Vec<JobResult>>, String> {
+    async fn count_batch(&mut self, jobs: Vec<Job>, ttl: Duration) -> Result<Option<Vec<JobResult>>, WorkerError> {
         let mut runnable = Vec::with_capacity(jobs.len());
         for job in jobs {
             match self.counter(&job.counter) {
@@ -216,7 +232,7 @@ impl Worker {
         for task in tasks {
             tokio::select! {
                 joined = task => {
-                    let (counted, failed) = joined.map_err(|e| format!("a counting thread failed: {e}"))?;
+                    let (counted, failed) = joined.map_err(WorkerError::CountingThread)?;
                     results.extend(counted);
                     failures.extend(failed);
                 }

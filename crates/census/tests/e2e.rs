@@ -503,3 +503,25 @@ fn the_status_page_shows_a_run_finishing_with_n0() {
         page_dom(&page, Some(std::path::Path::new(&path)));
     }
 }
+
+/// A worker whose token is revoked stops at once with the reason and exit
+/// code 1, instead of retrying forever.
+#[test]
+fn a_worker_with_a_revoked_token_exits_with_the_reason() {
+    let mut cluster = Cluster::new();
+    cluster.children.push(cluster.coordinator(&["--stage", "44"]));
+    cluster.wait_until_serving();
+    let token = cluster.create_token("worker", "revoked-node");
+    let revoke = census().args(["token", "revoke", "revoked-node", "--database", &cluster.database_url]).output().unwrap();
+    assert!(revoke.status.success(), "{}", text(&revoke));
+    let mut worker = census()
+        .args(["worker", "--coordinator", &format!("http://{}", cluster.address), "--token-file", &token, "--exit-when-done"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_with_timeout(&mut worker, Duration::from_secs(60));
+    let printed = text(&worker.wait_with_output().unwrap());
+    assert_eq!(status.code(), Some(1), "{printed}");
+    assert!(printed.contains("census: error: the coordinator refuses this worker"), "{printed}");
+}

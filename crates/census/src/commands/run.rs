@@ -120,6 +120,20 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         if progress.r#final || (progress.done + progress.failed == progress.jobs_total && progress.conflicts + progress.failed > 0) {
             break false;
         }
+        // Workers only end early on an error: without them the run would
+        // wait forever, so say why and stop (what is counted stays stored).
+        if let Some(ended) = worker_tasks.iter().position(|task| task.is_finished()) {
+            display.finish();
+            let outcome = worker_tasks.swap_remove(ended).await;
+            let _ = stop_workers.send(Stop::Now);
+            let _ = server_stop.send(());
+            coordinator.store().close().await;
+            return match outcome {
+                Ok(Err(error)) => Err(anyhow::Error::new(error).context("a worker stopped")),
+                Ok(Ok(_)) => Err(anyhow::anyhow!("a worker stopped before the run was finished")),
+                Err(error) => Err(anyhow::Error::new(error).context("a worker task failed")),
+            };
+        }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             _ = signals.wait_for(|n| *n > 0) => break true,

@@ -69,7 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let _ = stop_sender.send(level);
             }
         });
-        let report = run_worker(config, stop).await.map_err(|e| anyhow::anyhow!(e))?;
+        let report = run_worker(config, stop).await?;
         tracing::info!(counted = report.jobs_counted, recorded = report.jobs_recorded, lost = report.leases_lost, "worker stopped");
         Ok(ExitCode::SUCCESS)
     })
