@@ -6,7 +6,9 @@
 //! generators; the others are applied in every instance. Every move keeps the
 //! number of completions, so one representative per class is counted.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::band::Band;
 use crate::catalogue::{self, normalize_cells};
@@ -54,7 +56,7 @@ impl ClassTable {
     /// edges add nothing. The reference returns every band.
     fn build_with(stage: Stage, join_same_sets: fn(&[Band], &mut UnionFind) -> Vec<usize>) -> ClassTable {
         let catalogue = catalogue::catalogue();
-        let index: HashMap<[u8; 27], u32> =
+        let index: FxHashMap<[u8; 27], u32> =
             catalogue.iter().enumerate().map(|(i, band)| (*band.cells(), i as u32)).collect();
         let mut components = UnionFind::new(catalogue.len());
         let moves = Moves::of(stage);
@@ -272,7 +274,7 @@ fn join_same_column_sets(catalogue: &[Band], components: &mut UnionFind) -> Vec<
         .iter()
         .map(|map| (0u16..512).map(|set| relabel_mask(set << 1, map) >> 1).collect())
         .collect();
-    let mut first_with_key: HashMap<u64, u32> = HashMap::new();
+    let mut first_with_key: FxHashMap<u64, u32> = FxHashMap::default();
     let mut leaders = Vec::new();
     for (i, band) in catalogue.iter().enumerate() {
         let key = column_order_key(std::array::from_fn(|k| band.column_mask(3 + k) >> 1));
@@ -285,7 +287,7 @@ fn join_same_column_sets(catalogue: &[Band], components: &mut UnionFind) -> Vec<
     // Each orbit of keys under the relabellings, explored once from its
     // first band through every key it reaches (also keys of no catalogue
     // band: an orbit can be connected only through them).
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: FxHashSet<u64> = FxHashSet::default();
     let mut orbit_leaders = Vec::new();
     for &i in &leaders {
         let masks: [u16; 6] = std::array::from_fn(|k| catalogue[i].column_mask(3 + k) >> 1);
