@@ -11,6 +11,7 @@ pub mod catalogue;
 pub mod classes;
 pub mod counter;
 pub mod seed;
+pub mod shapes;
 pub mod stage;
 pub mod total;
 
