@@ -12,7 +12,8 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home-dir /var/lib/census --create-home census
+ && useradd --system --uid 10001 --home-dir /var/lib/census --create-home census \
+ && mkdir /secrets && chown census /secrets
 COPY --from=build /usr/local/bin/census /usr/local/bin/census
 USER census
 WORKDIR /var/lib/census

@@ -10,6 +10,7 @@ pub mod band;
 pub mod catalogue;
 pub mod classes;
 pub mod counter;
+pub mod essentially_different;
 pub mod seed;
 pub mod shapes;
 pub mod stage;

@@ -1,10 +1,13 @@
 //! The census's gRPC protocol, generated from `proto/census/v1/census.proto`
 //! at build time by `protox` and `tonic-prost-build` (no system `protoc`).
 //!
-//! This crate is generated code and the descriptor set for server
-//! reflection; it has no logic of its own.
+//! This crate is generated code, the descriptor set for server reflection,
+//! and [`client`]: how a client connects and presents its credential. It has
+//! no census logic of its own.
 
 #![allow(clippy::all)]
+
+pub mod client;
 
 /// Package `census.v1`.
 pub mod v1 {

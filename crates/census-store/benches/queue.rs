@@ -38,9 +38,12 @@ async fn bench(name: &str, store: Arc<dyn JobStore>, classes: &[ClassSpec]) {
                         job_id: l.job_id,
                         token: l.token.clone(),
                         worker: worker.clone(),
+                        band: l.band.clone(),
+                        seed: l.seed,
                         count: 1000 + l.seed as u64,
                         elapsed: Duration::from_micros(10),
                         counter_version: "bench".into(),
+                        checked_count: None,
                     })
                     .collect();
                 store.complete_many(&done).await.unwrap();

@@ -30,15 +30,31 @@ pub use sql::SqlStore;
 /// Settings that are not part of a run's identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// After this many attempts, a failing job is failed for good.
+    /// After this many failures (since the job was last requeued), a job is failed for good.
     pub max_attempts: u32,
+    /// After this many rejected results, an identity is quarantined.
+    pub quarantine_after: u32,
+    /// No heartbeat extends a lease past this time after it was granted.
+    pub max_lease_lifetime: Duration,
+    /// The most leases one identity holds at once.
+    pub max_leases_per_worker: u32,
 }
 
 impl Default for StoreConfig {
     fn default() -> StoreConfig {
-        StoreConfig { max_attempts: 5 }
+        StoreConfig {
+            max_attempts: 5,
+            quarantine_after: 3,
+            max_lease_lifetime: Duration::from_secs(3600),
+            max_leases_per_worker: 10_000,
+        }
     }
 }
+
+/// The most distinct identities that must agree on a job.
+pub const MAX_REDUNDANCY: u32 = 5;
+/// The longest identity (token name) the store keeps.
+pub const MAX_IDENTITY_LEN: usize = 64;
 
 /// Opens (creating if needed) the store at `url` and runs its migrations:
 /// `postgres://...` or `postgresql://...` is Postgres; `sqlite://PATH`,
@@ -56,6 +72,10 @@ pub struct RunSummary {
     pub jobs_total: u64,
     pub jobs_done: u64,
     pub is_final: bool,
+    /// Higher runs are leased first; equal ones oldest first.
+    pub priority: i64,
+    /// A cancelled run leases nothing and takes no results until it is submitted again.
+    pub cancelled: bool,
 }
 
 /// The identity of a run in the store.
@@ -109,21 +129,32 @@ pub struct Lease {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {
     pub job_id: JobId,
+    /// The lease token: only the current lease's token, from the identity
+    /// that holds it, is accepted.
     pub token: String,
+    /// The authenticated identity that reports (never a field the client chose).
     pub worker: String,
+    /// What was counted, compared with the job: a report for another band,
+    /// seed or counter version is rejected.
+    pub band: String,
+    pub seed: u8,
+    pub counter_version: String,
     pub count: u64,
     pub elapsed: Duration,
-    pub counter_version: String,
+    /// The count an independent check computed, when the coordinator
+    /// validated this result; a different reported count is rejected.
+    pub checked_count: Option<u64>,
 }
 
 /// What the store did with a [`Completion`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CompleteOutcome {
-    /// The result was recorded and counted.
+    /// The result was recorded: the job is done, or (with redundancy) the vote is counted.
     Recorded,
-    /// The job was already done with the same count: nothing changed.
+    /// This identity already reported this count for this job: nothing changed.
     AlreadyDone,
-    /// The job was done with a different count: stored as a conflict, the job is flagged.
+    /// Redundant identities disagreed past any quorum: the job is failed and
+    /// flagged until an operator recounts it.
     Conflict { stored: u64 },
 }
 
@@ -146,6 +177,8 @@ pub struct Progress {
     pub done: u64,
     pub failed: u64,
     pub conflicts: u64,
+    /// Results refused as wrong (validation, outvoted, contradicting).
+    pub rejected: u64,
     /// Sum of `count` over recorded results.
     pub completions_counted: String,
     /// Jobs completed in the last minute, divided by 60.
@@ -193,8 +226,12 @@ pub enum StoreError {
     UnknownRun(RunId),
     #[error("unknown job {0}")]
     UnknownJob(JobId),
-    #[error("job {job}: the lease token is stale (the job was leased again)")]
+    #[error("job {job}: the lease is not held with this token by this identity (it expired, was released, or the job was leased again)")]
     StaleToken { job: JobId },
+    #[error("job {job}: {reason}; the result is rejected")]
+    Rejected { job: JobId, reason: String },
+    #[error("run {0} is cancelled; submit it again to resume it")]
+    RunCancelled(RunId),
     #[error("job {job}: count {count} is impossible (at most {max} completions for one job)")]
     AbsurdCount { job: JobId, count: u64, max: u64 },
     #[error("class {class_id}: {representative:?} is not a valid band: {reason}")]
@@ -205,14 +242,108 @@ pub enum StoreError {
     TotalMismatch { stored: String, computed: String },
     #[error("the database {url} cannot be opened: {reason}")]
     Connect { url: String, reason: String },
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
     #[error("database error: {0}")]
     Database(String),
 }
 
+impl StoreError {
+    /// Whether the same call may succeed later (the database was
+    /// unreachable or a transaction lost a race), as opposed to a permanent refusal.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_) | StoreError::Connect { .. })
+    }
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> StoreError {
-        StoreError::Database(error.to_string())
+        let retryable = match &error {
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
+            // SQLSTATE classes 08 (connection), 40 (serialization, deadlock),
+            // 53 (resources) and 57 (shutdown) pass; anything else is permanent.
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                ["08", "40", "53", "57"].iter().any(|class| code.starts_with(class))
+                    || code == "5" // SQLITE_BUSY
+                    || code == "6" // SQLITE_LOCKED
+            }),
+            _ => false,
+        };
+        if retryable { StoreError::Unavailable(error.to_string()) } else { StoreError::Database(error.to_string()) }
     }
+}
+
+/// What a credential allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    /// Lease, heartbeat, complete and fail jobs.
+    Worker,
+    /// Create, cancel and prioritise runs, recount and requeue jobs; read everything.
+    Operator,
+    /// Read runs, progress, results and classes.
+    Reader,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Worker => "worker",
+            Role::Operator => "operator",
+            Role::Reader => "reader",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = StoreError;
+    fn from_str(text: &str) -> Result<Role, StoreError> {
+        match text {
+            "worker" => Ok(Role::Worker),
+            "operator" => Ok(Role::Operator),
+            "reader" => Ok(Role::Reader),
+            _ => Err(StoreError::Invalid(format!("{text:?} is not a role (worker, operator or reader)"))),
+        }
+    }
+}
+
+/// A stored credential: its name (the identity), its role and its state.
+/// The secret itself is never stored, only its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    pub name: String,
+    pub role: Role,
+    pub created_unix: i64,
+    pub revoked: bool,
+    /// Set when the identity's results were rejected too often.
+    pub quarantined: bool,
+    /// Results of this identity rejected so far.
+    pub rejected: u64,
+}
+
+/// An identity in quarantine, as `census status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantineEntry {
+    pub worker: String,
+    pub since_unix: i64,
+    pub reason: String,
+}
+
+/// Checks an identity (a token's name): 1 to 64 letters, digits, `.`, `_` or `-`.
+pub fn check_identity(name: &str) -> Result<(), StoreError> {
+    if name.is_empty() || name.len() > MAX_IDENTITY_LEN {
+        return Err(StoreError::Invalid(format!("a name has 1 to {MAX_IDENTITY_LEN} characters, not {}", name.len())));
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        return Err(StoreError::Invalid(format!("a name holds letters, digits, '.', '_' and '-', not {bad:?}")));
+    }
+    Ok(())
 }
 
 /// The queue of record. See the crate documentation for the semantics.
@@ -245,7 +376,37 @@ pub trait JobStore: Send + Sync {
     async fn recount(&self, job: JobId) -> Result<(), StoreError>;
     /// Records a failure; after the maximum attempts the job is failed.
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError>;
+    /// Puts failed jobs of `run` (or only `job`) back in the queue with
+    /// fresh attempts; a job with a conflict is recounted. Returns how many.
+    async fn requeue(&self, run: RunId, job: Option<JobId>) -> Result<u64, StoreError>;
+    /// Cancels a run: it leases nothing more, its leases are dropped, and
+    /// results for it are refused. Creating the same run again resumes it.
+    async fn cancel_run(&self, run: RunId) -> Result<(), StoreError>;
+    /// Sets a run's priority: higher runs are leased first.
+    async fn set_priority(&self, run: RunId, priority: i64) -> Result<(), StoreError>;
     async fn progress(&self, run: RunId) -> Result<Progress, StoreError>;
+    /// The run's total. A final total is re-checked against the accepted
+    /// results before it is returned; a mismatch is an error, never an answer.
     async fn total(&self, run: RunId) -> Result<RunTotal, StoreError>;
     async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError>;
+    /// Answers when the database does (for health checks).
+    async fn ping(&self) -> Result<(), StoreError>;
+    /// Closes every connection; for SQLite this folds the write-ahead log
+    /// into the database file. Later calls fail.
+    async fn close(&self);
+
+    /// Stores a new credential: `hash` is the SHA-256 (hex) of its secret.
+    async fn create_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError>;
+    /// Stores or replaces the credential `name` (a token given to the
+    /// coordinator from a secret file); a revoked name stays revoked.
+    async fn import_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError>;
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>, StoreError>;
+    /// Revokes a credential at once. False if there is no such name.
+    async fn revoke_token(&self, name: &str) -> Result<bool, StoreError>;
+    /// The credential with this hash, if any (revoked or not).
+    async fn find_token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError>;
+    async fn is_quarantined(&self, worker: &str) -> Result<bool, StoreError>;
+    async fn quarantined(&self) -> Result<Vec<QuarantineEntry>, StoreError>;
+    /// Lets a quarantined identity work again. False if it was not quarantined.
+    async fn release_quarantine(&self, worker: &str) -> Result<bool, StoreError>;
 }

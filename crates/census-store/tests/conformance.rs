@@ -37,9 +37,12 @@ fn completion(lease: &Lease, worker: &str, count: u64) -> Completion {
         job_id: lease.job_id,
         token: lease.token.clone(),
         worker: worker.into(),
+        band: lease.band.clone(),
+        seed: lease.seed,
         count,
         elapsed: Duration::from_micros(10),
         counter_version: "column-sets/1".into(),
+        checked_count: None,
     }
 }
 
@@ -132,7 +135,7 @@ async fn heartbeats_keep_leases(store: Arc<dyn JobStore>) {
     assert_eq!(foreign.lost, tokens, "a lease is extended only by its holder");
 }
 
-async fn duplicates_change_nothing_and_conflicts_block_the_total(store: Arc<dyn JobStore>) {
+async fn duplicates_change_nothing_and_a_final_total_cannot_be_reopened(store: Arc<dyn JobStore>) {
     let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
     let run = store.create_run(&spec(1), &classes).await.unwrap();
     let leases = store.lease(Some(run), "w", 10, TTL).await.unwrap();
@@ -146,26 +149,62 @@ async fn duplicates_change_nothing_and_conflicts_block_the_total(store: Arc<dyn 
     assert_eq!(again, CompleteOutcome::AlreadyDone);
     assert_eq!(store.total(run).await.unwrap(), total, "a repeated completion changes nothing");
 
+    // The holder contradicting itself is rejected; anyone else is stale.
     let mut wrong = done[1].clone();
     wrong.count += 1;
-    let conflict = store.complete(&wrong).await.unwrap();
-    assert_eq!(conflict, CompleteOutcome::Conflict { stored: done[1].count });
-    let after = store.total(run).await.unwrap();
-    assert!(!after.is_final, "an open conflict makes the total provisional");
-    assert_eq!(after.s, total.s, "a conflicting count is never added");
-    let progress = store.progress(run).await.unwrap();
-    assert_eq!(progress.conflicts, 1);
-
-    // Resolved by a recount: the job is counted again and the total is final once more.
+    assert!(matches!(store.complete(&wrong).await, Err(StoreError::Rejected { .. })));
+    let mut other = wrong.clone();
+    other.worker = "intruder".into();
+    assert!(matches!(store.complete(&other).await, Err(StoreError::StaleToken { .. })));
+    other.token = "made-up".into();
+    assert!(matches!(store.complete(&other).await, Err(StoreError::StaleToken { .. })));
+    assert_eq!(store.total(run).await.unwrap(), total, "a done job cannot be reopened from outside");
+    assert_eq!(store.progress(run).await.unwrap().conflicts, 0);
+    assert_eq!(store.progress(run).await.unwrap().rejected, 1);
     assert!(matches!(store.recount(done[2].job_id).await, Err(StoreError::Invalid(_))), "no conflict there");
-    store.recount(done[1].job_id).await.unwrap();
-    assert!(!store.total(run).await.unwrap().is_final);
-    let again = store.lease(Some(run), "x", 10, TTL).await.unwrap();
-    assert_eq!(again.len(), 1);
-    assert_eq!(again[0].job_id, done[1].job_id);
-    let recounted = store.complete(&completion(&again[0], "x", true_count(&again[0]))).await.unwrap();
-    assert_eq!(recounted, CompleteOutcome::Recorded);
-    assert_eq!(store.total(run).await.unwrap(), total, "the recount restores the exact total");
+}
+
+async fn disagreeing_identities_open_a_conflict_that_a_recount_resolves(store: Arc<dyn JobStore>) {
+    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
+    let run = store.create_run(&spec(2), &classes).await.unwrap();
+    // Three identities, three different counts for one job: no quorum of 2 is possible.
+    let mut job = None;
+    for (i, worker) in ["a", "b", "c"].iter().enumerate() {
+        let lease = store.lease(Some(run), worker, 1, TTL).await.unwrap().remove(0);
+        let job_id = *job.get_or_insert(lease.job_id);
+        assert_eq!(lease.job_id, job_id);
+        let outcome = store.complete(&completion(&lease, worker, 1000 + i as u64)).await.unwrap();
+        if i < 2 {
+            assert_eq!(outcome, CompleteOutcome::Recorded);
+        } else {
+            assert_eq!(outcome, CompleteOutcome::Conflict { stored: 1000 });
+        }
+    }
+    let job = job.unwrap();
+    assert_eq!(store.progress(run).await.unwrap().conflicts, 1);
+    // The rest of the run, by two agreeing identities.
+    for worker in ["a", "b"] {
+        let leases = store.lease(Some(run), worker, 100, TTL).await.unwrap();
+        assert!(leases.iter().all(|l| l.job_id != job), "a conflicted job waits for a recount");
+        let done: Vec<Completion> = leases.iter().map(|l| completion(l, worker, true_count(l))).collect();
+        store.complete_many(&done).await.unwrap();
+    }
+    assert!(!store.total(run).await.unwrap().is_final, "an open conflict keeps the total provisional");
+    store.recount(job).await.unwrap();
+    for worker in ["a", "b"] {
+        let lease = store.lease(Some(run), worker, 10, TTL).await.unwrap().remove(0);
+        assert_eq!(lease.job_id, job, "a recount is a new round: the same identities vote again");
+        store.complete(&completion(&lease, worker, true_count(&lease))).await.unwrap();
+    }
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    let expected: u64 = (0..10).map(|seed| {
+        let band: census_math::Band = classes[0].representative.parse().unwrap();
+        static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
+            std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
+        COUNTER.count(&band, &SEEDS[seed])
+    }).sum::<u64>() * classes[0].size;
+    assert_eq!(total.s, expected.to_string());
 }
 
 async fn a_failing_job_fails_for_good_after_max_attempts(store: Arc<dyn JobStore>) {
@@ -213,7 +252,7 @@ async fn bad_input_gets_a_typed_error(store: Arc<dyn JobStore>) {
     assert!(matches!(store.complete(&unknown).await, Err(StoreError::UnknownJob(1_000_000))));
     let absurd = store.complete(&completion(&lease, "w", MAX_SEED_COUNT + 1)).await;
     let message = absurd.as_ref().unwrap_err().to_string();
-    assert!(matches!(absurd, Err(StoreError::AbsurdCount { .. })), "{message}");
+    assert!(matches!(absurd, Err(StoreError::Rejected { .. })), "{message}");
     assert!(message.contains("impossible"), "{message}");
     let mut stale = completion(&lease, "w", 1);
     stale.token = "not-a-token".into();
@@ -269,7 +308,8 @@ conformance!(
     concurrent_lessees_drain_the_run_exactly,
     an_expired_lease_is_leased_again_and_the_old_attempt_is_refused,
     heartbeats_keep_leases,
-    duplicates_change_nothing_and_conflicts_block_the_total,
+    duplicates_change_nothing_and_a_final_total_cannot_be_reopened,
+    disagreeing_identities_open_a_conflict_that_a_recount_resolves,
     a_failing_job_fails_for_good_after_max_attempts,
     redundant_runs_need_distinct_agreeing_workers,
     bad_input_gets_a_typed_error,

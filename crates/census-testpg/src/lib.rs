@@ -13,7 +13,7 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -140,61 +140,179 @@ fn start_server_on_a_lasting_thread() -> String {
 // dies with it (parent-death signal).
 #[allow(clippy::zombie_processes)]
 fn start_server() -> String {
-    let initdb = binary("initdb");
-    let postgres = binary("postgres");
-    let account = server_account();
-    remove_stale_directories();
-
     let dir = std::env::temp_dir().join(format!("census-testpg-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create the test server's directory");
-    if let Some((uid, gid)) = account {
-        std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).expect("give the test server's directory to postgres");
-    }
-    let data = dir.join("data");
-    let output = command_as(&initdb, account)
-        .arg("-D")
-        .arg(&data)
-        .args(["-U", USER, "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", initdb.display()));
-    assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
+    let cluster = Cluster::init(dir);
+    let port = free_port();
+    cluster.spawn(port);
+    cluster.wait_ready(port)
+}
 
-    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-    let log = std::fs::File::create(dir.join("server.log")).expect("create the server log");
-    if let Some((uid, gid)) = account {
-        std::os::unix::fs::chown(dir.join("server.log"), Some(uid), Some(gid)).expect("give the log to postgres");
-    }
-    command_as(&postgres, account)
-        .arg("-D")
-        .arg(&data)
-        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-k"])
-        .arg(&dir)
-        .args(["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", postgres.display()));
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
 
-    let url = format!("postgres://{USER}@127.0.0.1:{port}/postgres");
-    let psql = binary("psql");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let ready = Command::new(&psql)
-            .arg(&url)
-            .args(["-q", "-c", "SELECT 1"])
+/// A data directory made by `initdb`, and how to run a server on it.
+struct Cluster {
+    dir: PathBuf,
+    account: Option<(u32, u32)>,
+    /// Commits survive a server crash (synchronous_commit on): crash tests
+    /// need it; the shared server trades it for speed.
+    durable: bool,
+}
+
+impl Cluster {
+    fn init(dir: PathBuf) -> Cluster {
+        let initdb = binary("initdb");
+        let account = server_account();
+        remove_stale_directories();
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the test server's directory");
+        if let Some((uid, gid)) = account {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).expect("give the test server's directory to postgres");
+        }
+        let output = command_as(&initdb, account)
+            .arg("-D")
+            .arg(dir.join("data"))
+            .args(["-U", USER, "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", initdb.display()));
+        assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
+        Cluster { dir, account, durable: false }
+    }
+
+    /// Starts the server from the process's lasting thread: the parent-death
+    /// signal fires when the spawning *thread* ends, and a test's threads
+    /// (tokio's blocking pool, say) end long before the test does.
+    fn spawn(&self, port: u16) -> Child {
+        let cluster = Cluster { dir: self.dir.clone(), account: self.account, durable: self.durable };
+        on_lasting_thread(move || cluster.spawn_here(port))
+    }
+
+    fn spawn_here(&self, port: u16) -> Child {
+        let postgres = binary("postgres");
+        let log_path = self.dir.join("server.log");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).expect("open the server log");
+        if let Some((uid, gid)) = self.account {
+            std::os::unix::fs::chown(&log_path, Some(uid), Some(gid)).expect("give the log to postgres");
+        }
+        command_as(&postgres, self.account)
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-k"])
+            .arg(&self.dir)
+            .args(["-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200"])
+            .args(["-c", if self.durable { "synchronous_commit=on" } else { "synchronous_commit=off" }])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ready {
-            return url;
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", postgres.display()))
+    }
+
+    fn wait_ready(&self, port: u16) -> String {
+        let url = format!("postgres://{USER}@127.0.0.1:{port}/postgres");
+        let psql = binary("psql");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ready = Command::new(&psql)
+                .arg(&url)
+                .args(["-q", "-c", "SELECT 1"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return url;
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+                panic!("the test PostgreSQL server did not start within 60 s; its log:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        if Instant::now() > deadline {
-            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-            panic!("the test PostgreSQL server did not start within 60 s; its log:\n{log}");
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `job` on one thread that lives as long as the process.
+fn on_lasting_thread<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> T {
+    static JOBS: OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> = OnceLock::new();
+    let jobs = JOBS.get_or_init(|| {
+        let (sender, receiver) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("census-testpg-spawner".into())
+            .spawn(move || {
+                for job in receiver {
+                    job();
+                }
+            })
+            .expect("spawn the test servers' thread");
+        std::sync::Mutex::new(sender)
+    });
+    let (result_sender, result) = std::sync::mpsc::channel();
+    let job: Job = Box::new(move || {
+        let _ = result_sender.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)));
+    });
+    jobs.lock().expect("never poisoned").send(job).expect("the spawner thread lives");
+    match result.recv().expect("the spawner thread answers") {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// A server of its own for one test that stops and restarts it (crash
+/// tests): never shared, so stopping it disturbs no other test, and with
+/// every commit durable across its crashes.
+pub struct OwnServer {
+    cluster: Cluster,
+    port: u16,
+    url: String,
+    child: Option<Child>,
+}
+
+impl OwnServer {
+    /// Initialises and starts a server in a new directory.
+    pub fn start(name: &str) -> OwnServer {
+        let dir = std::env::temp_dir().join(format!("census-testpg-{}-{name}", std::process::id()));
+        let cluster = Cluster { durable: true, ..Cluster::init(dir) };
+        let port = free_port();
+        let child = cluster.spawn(port);
+        let url = cluster.wait_ready(port);
+        OwnServer { cluster, port, url, child: Some(child) }
+    }
+
+    /// The URL of its `postgres` database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Stops the server the way a crash does: SIGQUIT is PostgreSQL's
+    /// immediate shutdown (no checkpoint; recovery runs at the next start).
+    pub fn crash(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe {
+                libc::kill(child.id() as i32, libc::SIGQUIT);
+            }
+            let _ = child.wait();
         }
-        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    /// Starts it again on the same port and data, and waits until it answers.
+    pub fn restart(&mut self) {
+        self.crash();
+        self.child = Some(self.cluster.spawn(self.port));
+        self.cluster.wait_ready(self.port);
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.cluster.dir);
     }
 }
 
@@ -203,7 +321,7 @@ fn remove_stale_directories() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("census-testpg-")).and_then(|p| p.parse::<u32>().ok()) else {
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("census-testpg-")).and_then(|p| p.split('-').next()?.parse::<u32>().ok()) else {
             continue;
         };
         if !Path::new(&format!("/proc/{pid}")).exists() {

@@ -13,17 +13,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use census_math::{Band, Counter, CounterKind, SEEDS};
+use census_proto::client::{AuthChannel, ClientConfig};
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_client::WorkerServiceClient;
 use census_proto::v1::{CompleteJobsRequest, FailJobRequest, HeartbeatRequest, Job, JobResult, LeaseJobsRequest};
 use tokio::sync::watch;
-use tonic::transport::{Channel, Endpoint};
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
-    /// The coordinator's URL, e.g. `http://127.0.0.1:50051`.
-    pub coordinator: String,
+    /// The coordinator's URL (e.g. `http://127.0.0.1:50051`), the worker's
+    /// token and TLS settings. The token's name is the worker's identity.
+    pub coordinator: ClientConfig,
+    /// A label for logs; the coordinator goes by the token's name instead.
     pub worker_id: String,
     /// Counting threads.
     pub threads: usize,
@@ -66,6 +68,24 @@ pub fn default_worker_id() -> String {
 
 const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_CAP: Duration = Duration::from_secs(10);
+/// How long a draining worker keeps trying to report the counts in hand.
+const DRAIN_REPORT_DEADLINE: Duration = Duration::from_secs(30);
+/// The longest failure reason the coordinator accepts.
+const MAX_REASON: usize = 1000;
+
+/// `base` plus up to half of it again, at random, so that a fleet that lost
+/// its coordinator does not come back in lockstep.
+fn jittered(base: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    base + base.mul_f64((random % 1000) as f64 / 2000.0)
+}
+
+/// Refusals that retrying cannot fix: the credential is missing, unknown,
+/// revoked, of the wrong role, or quarantined.
+fn is_refusal(status: &tonic::Status) -> bool {
+    matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied)
+}
 
 /// Runs a worker until it is told to stop, or (with `exit_when_done`) until
 /// no run has work left.
@@ -73,11 +93,8 @@ pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Re
     if config.threads == 0 {
         return Err("a worker needs at least one thread".into());
     }
-    let endpoint = Endpoint::from_shared(config.coordinator.clone())
-        .map_err(|e| format!("{:?} is not a coordinator URL: {e}", config.coordinator))?
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true);
-    let client = WorkerServiceClient::new(endpoint.connect_lazy()).max_decoding_message_size(64 << 20);
+    let channel = census_proto::client::connect_lazy(&config.coordinator)?;
+    let client = WorkerServiceClient::new(channel).max_decoding_message_size(64 << 20);
     let mut worker = Worker { config, client, stop, counters: HashMap::new(), report: WorkerReport::default() };
     worker.work().await?;
     Ok(worker.report)
@@ -85,7 +102,7 @@ pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Re
 
 struct Worker {
     config: WorkerConfig,
-    client: WorkerServiceClient<Channel>,
+    client: WorkerServiceClient<AuthChannel>,
     stop: watch::Receiver<Stop>,
     counters: HashMap<String, Arc<dyn Counter>>,
     report: WorkerReport,
@@ -96,10 +113,13 @@ impl Worker {
         *self.stop.borrow()
     }
 
-    /// Sleeps, unless told to stop meanwhile. Returns the stop level.
+    /// Sleeps, unless told to stop harder than now meanwhile. Returns the
+    /// stop level. (Waiting for "any stop" would return at once while
+    /// draining, and a retry loop would spin.)
     async fn pause(&mut self, duration: Duration) -> Stop {
+        let now = self.stopping();
         let mut stop = self.stop.clone();
-        let _ = tokio::time::timeout(duration, stop.wait_for(|s| *s != Stop::No)).await;
+        let _ = tokio::time::timeout(duration, stop.wait_for(|s| *s > now)).await;
         self.stopping()
     }
 
@@ -118,9 +138,13 @@ impl Worker {
                     backoff = BACKOFF_START;
                     response.into_inner()
                 }
+                Err(status) if is_refusal(&status) => {
+                    return Err(format!("the coordinator refuses this worker: {}", status.message()));
+                }
                 Err(status) => {
-                    tracing::warn!(coordinator = %self.config.coordinator, error = %status.message(), retry_in = ?backoff, "cannot lease jobs; retrying");
-                    self.pause(backoff).await;
+                    metrics::counter!("census_worker_retries_total", "call" => "lease").increment(1);
+                    tracing::warn!(coordinator = %self.config.coordinator.url, error = %status.message(), retry_in = ?backoff, "cannot lease jobs; retrying");
+                    self.pause(jittered(backoff)).await;
                     backoff = (backoff * 2).min(BACKOFF_CAP);
                     continue;
                 }
@@ -241,7 +265,7 @@ impl Worker {
             worker_id: self.config.worker_id.clone(),
             job_id: job.job_id,
             token: job.token.clone(),
-            reason: reason.to_string(),
+            reason: truncate(reason, MAX_REASON),
         };
         if let Err(status) = self.client.fail_job(request).await {
             tracing::warn!(job = job.job_id, error = %status.message(), "could not report the failure; the lease will expire");
@@ -254,7 +278,15 @@ impl Worker {
             return;
         }
         let mut backoff = BACKOFF_START;
+        let mut drain_deadline = None;
         loop {
+            if self.stopping() == Stop::Drain {
+                let deadline = *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_REPORT_DEADLINE);
+                if Instant::now() >= deadline {
+                    tracing::error!(jobs = results.len(), "stopping: the coordinator did not take these counts; their leases will expire and be counted again");
+                    return;
+                }
+            }
             let request = CompleteJobsRequest { worker_id: self.config.worker_id.clone(), results: results.clone() };
             match self.client.complete_jobs(request).await {
                 Ok(response) => {
@@ -269,8 +301,9 @@ impl Worker {
                     return;
                 }
                 Err(status) if status.code() == tonic::Code::Unavailable || status.code() == tonic::Code::Unknown => {
+                    metrics::counter!("census_worker_retries_total", "call" => "report").increment(1);
                     tracing::warn!(error = %status.message(), retry_in = ?backoff, "cannot report results; retrying");
-                    if self.pause(backoff).await == Stop::Now {
+                    if self.pause(jittered(backoff)).await == Stop::Now {
                         return;
                     }
                     backoff = (backoff * 2).min(BACKOFF_CAP);
@@ -310,6 +343,8 @@ fn count_chunk(chunk: Vec<(Job, Arc<dyn Counter>)>, cancelled: &Mutex<HashSet<St
         };
         let started = Instant::now();
         let count = counter.count(&band, seed);
+        metrics::counter!("census_worker_jobs_counted_total").increment(1);
+        metrics::histogram!("census_worker_job_seconds").record(started.elapsed().as_secs_f64());
         let kind: CounterKind = job.counter.parse().unwrap_or_default();
         results.push(JobResult {
             job_id: job.job_id,
@@ -322,4 +357,13 @@ fn count_chunk(chunk: Vec<(Job, Arc<dyn Counter>)>, cancelled: &Mutex<HashSet<St
         });
     }
     (results, failures)
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary.
+fn truncate(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }

@@ -36,6 +36,14 @@ enum Command {
     Verify(commands::verify::Args),
     /// Resolve a conflicting job by counting it again.
     Recount(commands::recount::Args),
+    /// Put a run's failed jobs back in the queue.
+    Requeue(commands::operate::RequeueArgs),
+    /// Cancel a run: it leases nothing more until it is submitted again.
+    Cancel(commands::operate::CancelArgs),
+    /// Change a run's priority: higher runs are leased first.
+    Priority(commands::operate::PriorityArgs),
+    /// Issue, list and revoke credentials (tokens), and lift quarantines.
+    Token(commands::token::Args),
     /// Print the class table of a stage.
     Classes(commands::classes::Args),
     /// Count the completions of one band, seed by seed.
@@ -45,7 +53,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Like other Unix tools, end quietly when the reader of our output goes
+    // away (`census classes ... | head -1`), instead of panicking on EPIPE.
+    // SAFETY: setting a signal's disposition to its default has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return commands::clap_error(error),
+    };
     let outcome = match cli.command {
         Command::Run(args) => commands::run::run(args),
         Command::Coordinator(args) => commands::coordinator::run(args),
@@ -54,6 +71,10 @@ fn main() -> ExitCode {
         Command::Status(args) => commands::status::run(args),
         Command::Verify(args) => commands::verify::run(args),
         Command::Recount(args) => commands::recount::run(args),
+        Command::Requeue(args) => commands::operate::requeue(args),
+        Command::Cancel(args) => commands::operate::cancel(args),
+        Command::Priority(args) => commands::operate::priority(args),
+        Command::Token(args) => commands::token::run(args),
         Command::Classes(args) => commands::classes::run(args),
         Command::CountBand(args) => commands::count_band::run(args),
         Command::Bench(args) => commands::bench::run(args),

@@ -79,3 +79,182 @@ fn bench_counts_the_russell_stage_exactly() {
     assert_eq!(report["exact"], true);
     assert!(report["seconds"].as_f64().unwrap() > 0.0);
 }
+
+fn temp_path(name: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("census-offline-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+#[test]
+fn absurd_numbers_are_refused_before_anything_starts() {
+    for args in [
+        &["bench", "--stage", "44", "--threads", "100000"][..],
+        &["coordinator", "--database-url", "x.db", "--lease-ttl", "18446744073709551615"][..],
+        &["coordinator", "--database-url", "x.db", "--redundancy", "4294967295"][..],
+        &["coordinator", "--database-url", "x.db", "--validate-fraction", "2"][..],
+        &["run", "--workers", "0"][..],
+        &["worker", "--threads", "100000"][..],
+    ] {
+        let output = census(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+#[test]
+fn a_file_that_is_not_a_census_database_is_refused_at_once() {
+    let not_sqlite = temp_path("not-sqlite.db");
+    std::fs::write(&not_sqlite, "this is a text file, not a database\n".repeat(100)).unwrap();
+    let started = std::time::Instant::now();
+    let output = census(&["run", "--database", not_sqlite.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is not an SQLite database"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "refused at once, not after a pool timeout");
+
+    // An SQLite file cut short.
+    let whole = temp_path("whole.db");
+    let made = census(&["token", "create", "--role", "reader", "--name", "r", "--database", whole.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let bytes = std::fs::read(&whole).unwrap();
+    let truncated = temp_path("truncated.db");
+    std::fs::write(&truncated, &bytes[..bytes.len() - 1000]).unwrap();
+    let output = census(&["run", "--database", truncated.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("damaged"), "{stderr}");
+    for path in [not_sqlite, whole, truncated] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn tokens_are_created_listed_revoked_and_stored_hashed() {
+    let db = temp_path("tokens.db");
+    let db = db.to_str().unwrap();
+    let created = census(&["token", "create", "--role", "worker", "--name", "node-7", "--database", db]);
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let token = String::from_utf8(created.stdout).unwrap().trim().to_string();
+    assert!(token.starts_with("census_") && token.len() == 71, "{token}");
+    let again = census(&["token", "create", "--role", "worker", "--name", "node-7", "--database", db]);
+    assert_ne!(again.status.code(), Some(0), "a name is issued once");
+    let bad_name = census(&["token", "create", "--role", "worker", "--name", &"x".repeat(65), "--database", db]);
+    assert_eq!(bad_name.status.code(), Some(2));
+    let bad_role = census(&["token", "create", "--role", "admin", "--name", "n", "--database", db]);
+    assert_eq!(bad_role.status.code(), Some(2));
+    let listed = String::from_utf8(census(&["token", "list", "--database", db]).stdout).unwrap();
+    assert!(listed.contains("node-7") && listed.contains("worker") && !listed.contains(&token), "{listed}");
+    let file = std::fs::read(db).unwrap();
+    assert!(!file.windows(token.len()).any(|w| w == token.as_bytes()), "the database holds only the hash");
+    assert!(census(&["token", "revoke", "node-7", "--database", db]).status.success());
+    let listed = String::from_utf8(census(&["token", "list", "--database", db]).stdout).unwrap();
+    assert!(listed.lines().any(|l| l.starts_with("node-7") && l.contains("yes")), "{listed}");
+    assert_eq!(census(&["token", "revoke", "nobody", "--database", db]).status.code(), Some(2));
+    let _ = std::fs::remove_file(db);
+}
+
+/// A worker told to stop while it cannot reach its coordinator exits
+/// promptly instead of spinning on retries.
+#[test]
+fn a_worker_stops_on_sigterm_while_the_coordinator_is_down() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let token = format!("census_{}", "ab".repeat(32));
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_census"))
+        .args(["worker", "--coordinator", &format!("http://127.0.0.1:{port}"), "--token", &token, "--threads", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(worker.id() as i32, libc::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = worker.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = worker.kill();
+            panic!("the worker did not stop within 20 s of SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+/// `census ... | head -1`: the reader goes away; census ends quietly.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::Read;
+    for args in [&["classes", "--stage", "36288"][..], &["classes", "--stage", "44"][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_census"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 16];
+        child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+        drop(child.stdout.take());
+        let mut stderr = String::new();
+        child.stderr.as_mut().unwrap().read_to_string(&mut stderr).unwrap();
+        let status = child.wait().unwrap();
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+        assert_ne!(status.code(), Some(101), "{args:?}: no panic exit");
+    }
+}
+
+#[test]
+fn command_line_errors_look_like_every_other_error() {
+    let output = census(&["classes", "--stage"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("census: error: "), "{stderr}");
+    let unknown = census(&["frobnicate"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).starts_with("census: error: "));
+    assert!(census(&["--help"]).status.success());
+}
+
+#[test]
+fn a_band_may_be_typed_with_separators() {
+    let spaced = census(&["count-band", "123 456 789 456 789 123 789 123 456"]);
+    let slashed = census(&["count-band", "123456789/456789123/789123456"]);
+    let plain = census(&["count-band", "123456789456789123789123456"]);
+    for output in [&spaced, &slashed] {
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let tail = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("seed") || l.contains("sum")).map(String::from).collect::<Vec<_>>();
+        assert_eq!(tail(output).len(), tail(&plain).len());
+    }
+    let text = String::from_utf8_lossy(&plain.stdout);
+    assert!(text.contains("seed = the first column of B4 and of B7"), "the seed notation is explained: {text}");
+}
+
+#[test]
+fn an_embedded_run_is_readable_by_status_verify_and_sqlite_alone() {
+    let dir = std::env::temp_dir().join(format!("census-offline-embedded-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["run", "--workers", "1"]).output().unwrap();
+    let printed = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{printed}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(printed.contains("serving on http://127.0.0.1:"), "{printed}");
+    assert!(!run.stderr.contains(&0x1b), "no colour codes when stderr is not a terminal");
+    // The file alone holds the census: no write-ahead log left beside it.
+    let wal = dir.join("census.db-wal");
+    assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0, "the WAL was folded into census.db");
+    let status = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["status", "--database", "census.db"]).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}{}", String::from_utf8_lossy(&status.stderr));
+    assert!(text.contains("stage russell, counter column-sets") && text.contains("6,670,903,752,021,072,936,960"), "{text}");
+    assert!(text.contains("finished") && !text.contains("jobs/s"), "{text}");
+    // `verify` reads census.db by default, and says how to get a second stage.
+    let verify = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["verify"]).output().unwrap();
+    assert_eq!(verify.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&verify.stderr).contains("census run --stage 71"), "{}", String::from_utf8_lossy(&verify.stderr));
+    let missing = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["status", "--database", "census.db", "--run", "9"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2), "an unknown run is bad input, as for verify");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -147,18 +147,27 @@ fn the_compose_topology_computes_n0_as_local_processes() {
         let command = service["command"].as_sequence().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
         let env = service["environment"]
             .as_mapping()
-            .unwrap()
-            .iter()
+            .into_iter()
+            .flatten()
             .map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_str().map(String::from).unwrap_or_else(|| serde_yaml::to_string(v).unwrap().trim().to_string())))
             .collect();
         (command, env)
     };
     let database = census_testpg::fresh_database();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let logs = std::env::temp_dir().join(format!("census-compose-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logs);
+    std::fs::create_dir_all(&logs).unwrap();
+    // The `secrets` volume, here a directory.
+    let secrets = format!("{}/", logs.display());
     // What the compose network names, here on loopback.
     let localize = |mut env: BTreeMap<String, String>| {
         for value in env.values_mut() {
-            if value.starts_with("postgres://") {
+            *value = value.replace("/secrets/", &secrets);
+            if value.ends_with(":9464") {
+                // Every service's metrics port, here one free port each.
+                *value = "127.0.0.1:0".into();
+            } else if value.starts_with("postgres://") {
                 *value = database.clone();
             } else if value.ends_with(":50051") {
                 *value = value.replace("coordinator:50051", &format!("127.0.0.1:{port}")).replace("0.0.0.0:50051", &format!("127.0.0.1:{port}"));
@@ -168,12 +177,13 @@ fn the_compose_topology_computes_n0_as_local_processes() {
     };
     let start = |(command, env): (Vec<String>, BTreeMap<String, String>), log: &Path| {
         let mut process = Command::new(env!("CARGO_BIN_EXE_census"));
-        process.args(&command[1..]).envs(localize(env)).env_remove("RUST_LOG").stdout(Stdio::null());
+        let args: Vec<String> = command[1..].iter().map(|a| a.replace("/secrets/", &secrets)).collect();
+        process.args(&args).envs(localize(env)).env_remove("RUST_LOG").stdout(Stdio::null());
         process.stderr(std::fs::File::create(log).unwrap());
         process.spawn().unwrap()
     };
-    let logs = std::env::temp_dir().join(format!("census-compose-{}", std::process::id()));
-    std::fs::create_dir_all(&logs).unwrap();
+    let mut init = start(service("secrets"), &logs.join("secrets.log"));
+    assert!(init.wait().unwrap().success(), "{}", std::fs::read_to_string(logs.join("secrets.log")).unwrap());
     let mut children = vec![start(service("coordinator"), &logs.join("coordinator.log"))];
     children.push(start(service("worker"), &logs.join("worker-1.log")));
     children.push(start(service("worker"), &logs.join("worker-2.log")));
@@ -191,7 +201,8 @@ fn the_compose_topology_computes_n0_as_local_processes() {
         std::thread::sleep(Duration::from_millis(200));
     };
     let status = Command::new(env!("CARGO_BIN_EXE_census"))
-        .args(["status", "--coordinator", &format!("127.0.0.1:{port}"), "--json"])
+        .args(["status", "--coordinator", &format!("127.0.0.1:{port}"), "--json", "--token-file"])
+        .arg(logs.join("operator-token"))
         .output()
         .unwrap();
     for child in &mut children {

@@ -108,13 +108,38 @@ struct Cluster {
     address: String,
     port: u16,
     children: Vec<Child>,
+    secrets: std::path::PathBuf,
 }
 
 impl Cluster {
     fn new() -> Cluster {
-        let database_url = census_testpg::fresh_database();
+        Cluster::on(census_testpg::fresh_database())
+    }
+
+    fn on(database_url: String) -> Cluster {
         let port = free_port();
-        Cluster { database_url, address: format!("127.0.0.1:{port}"), port, children: Vec::new() }
+        let secrets = std::env::temp_dir().join(format!("census-e2e-secrets-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&secrets);
+        std::fs::create_dir_all(&secrets).unwrap();
+        let cluster = Cluster { database_url, address: format!("127.0.0.1:{port}"), port, children: Vec::new(), secrets };
+        cluster.create_token("operator", "ops");
+        cluster
+    }
+
+    /// Issues a token with the CLI, as an operator does, into a secret file.
+    fn create_token(&self, role: &str, name: &str) -> String {
+        let path = self.secrets.join(name);
+        let output = census()
+            .args(["token", "create", "--role", role, "--name", name, "--database", &self.database_url, "--output"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+        path.display().to_string()
+    }
+
+    fn operator_token(&self) -> String {
+        self.secrets.join("ops").display().to_string()
     }
 
     fn coordinator(&self, extra: &[&str]) -> Child {
@@ -128,9 +153,15 @@ impl Cluster {
     }
 
     fn worker(&self, name: &str) -> Child {
+        self.worker_with(name, &[])
+    }
+
+    fn worker_with(&self, name: &str, extra: &[&str]) -> Child {
+        let token = self.create_token("worker", name);
         census()
             .args(["worker", "--coordinator", &format!("http://{}", self.address), "--threads", "1", "--exit-when-done"])
-            .args(["--worker-id", name])
+            .args(["--token-file", &token])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -138,7 +169,10 @@ impl Cluster {
     }
 
     fn status_json(&self) -> serde_json::Value {
-        let output = census().args(["status", "--coordinator", &self.address, "--json"]).output().unwrap();
+        let output = census()
+            .args(["status", "--coordinator", &self.address, "--json", "--token-file", &self.operator_token()])
+            .output()
+            .unwrap();
         assert!(output.status.success(), "{}", text(&output));
         serde_json::from_slice(&output.stdout).unwrap()
     }
@@ -164,6 +198,7 @@ impl Drop for Cluster {
             let _ = child.kill();
             let _ = child.wait();
         }
+        let _ = std::fs::remove_dir_all(&self.secrets);
     }
 }
 
@@ -200,17 +235,35 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     assert_eq!(cluster.sql("SELECT n0 FROM run_progress"), N0);
     assert_eq!(cluster.sql("SELECT SUM(contribution) FROM class_totals"), "3546146300288");
     assert_eq!(cluster.sql("SELECT COUNT(*) FROM class_totals WHERE complete"), "44");
-    let output = census().args(["status", "--coordinator", &cluster.address]).output().unwrap();
+    let output = census()
+        .args(["status", "--coordinator", &cluster.address, "--token-file", &cluster.operator_token()])
+        .output()
+        .unwrap();
     let printed = text(&output);
     let sql_lines = cluster.sql("SELECT class_id || ' ' || representative || ' ' || size || ' ' || completions FROM class_totals ORDER BY class_id");
     for line in sql_lines.lines() {
         let parts: Vec<&str> = line.split(' ').collect();
-        let expected = format!("{} size {:>5}: 10/10 seeds, n = {}", parts[1], parts[2], parts[3]);
+        let n: u64 = parts[3].parse().unwrap();
+        let expected = format!("{} size {:>5}: 10/10 seeds, n = {}", parts[1], parts[2], census_math::total::thousands(&n));
         assert!(printed.contains(&expected), "class {} as gRPC shows it: {expected}\n{printed}", parts[0]);
     }
     assert_counted_once(&cluster, 440);
-    // Both workers took part.
-    assert_eq!(cluster.sql("SELECT COUNT(*) FROM worker_stats"), "2");
+    // Both workers took part, under their tokens' names.
+    assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
+    // A tampered stored total is refused, never printed as the answer.
+    cluster.sql("UPDATE runs SET s = s + 1, n0 = n0 + 1");
+    let tampered = census()
+        .args(["status", "--coordinator", &cluster.address, "--token-file", &cluster.operator_token()])
+        .output()
+        .unwrap();
+    assert_eq!(tampered.status.code(), Some(1), "{}", text(&tampered));
+    assert!(text(&tampered).contains("does not equal the exact total"), "{}", text(&tampered));
+    assert!(!text(&tampered).contains("6,670,903,752,021,072,936,961"), "{}", text(&tampered));
+    cluster.sql("UPDATE runs SET s = s - 1, n0 = n0 - 1");
+    // Without a token, nothing is answered.
+    let anonymous = census().args(["status", "--coordinator", &cluster.address]).output().unwrap();
+    assert_eq!(anonymous.status.code(), Some(1));
+    assert!(text(&anonymous).contains("census token create"), "{}", text(&anonymous));
 }
 
 #[test]
@@ -243,6 +296,48 @@ fn a_killed_worker_and_a_restarted_coordinator_lose_nothing() {
     assert_counted_once(&cluster, 440);
 }
 
+/// Workers killed with SIGKILL, the coordinator killed and restarted, and
+/// PostgreSQL crashed (immediate shutdown) and restarted twice, once briefly
+/// and once for longer than a lease: the exact N0, every job accepted once.
+#[test]
+fn chaos_of_workers_coordinator_and_postgres_loses_nothing() {
+    let mut server = census_testpg::OwnServer::start("chaos");
+    let mut cluster = Cluster::on(server.url().to_string());
+    let coordinator = cluster.coordinator(&["--stage", "44", "--counter", "banded", "--lease-ttl", "3"]);
+    cluster.children.push(coordinator);
+    cluster.wait_until_serving();
+    let first = cluster.worker("first");
+    let second = cluster.worker("second");
+    std::thread::sleep(Duration::from_secs(3));
+    signal(&first, libc::SIGKILL);
+    cluster.children.push(first);
+
+    server.crash();
+    std::thread::sleep(Duration::from_secs(2));
+    server.restart();
+    let mut third = cluster.worker("third");
+    std::thread::sleep(Duration::from_secs(3));
+    signal(&second, libc::SIGKILL);
+    cluster.children.push(second);
+
+    let mut coordinator = cluster.children.remove(0);
+    signal(&coordinator, libc::SIGKILL);
+    let _ = coordinator.wait();
+    server.crash();
+    std::thread::sleep(Duration::from_secs(6));
+    server.restart();
+    cluster.children.push(cluster.coordinator(&["--lease-ttl", "3"]));
+    let mut fourth = cluster.worker("fourth");
+
+    assert!(wait_with_timeout(&mut third, Duration::from_secs(300)).success());
+    assert!(wait_with_timeout(&mut fourth, Duration::from_secs(300)).success());
+    let status = cluster.status_json();
+    assert_eq!(status["final"], true, "{status}");
+    assert_eq!(status["n0"], N0);
+    assert_counted_once(&cluster, 440);
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM rejections"), "0", "nobody lied");
+}
+
 #[test]
 fn verify_compares_the_totals_of_two_stages() {
     let db = temp_db("verify");
@@ -253,11 +348,72 @@ fn verify_compares_the_totals_of_two_stages() {
     let output = census().args(["verify", "--database", &db]).output().unwrap();
     let printed = text(&output);
     assert!(output.status.success(), "{printed}");
-    assert!(printed.contains("run 1 (russell): S = 3546146300288"), "{printed}");
-    assert!(printed.contains("run 2 (felgenhauer-jarvis): S = 3546146300288"), "{printed}");
-    assert!(printed.contains("agree: every run gives S = 3546146300288"), "{printed}");
+    assert!(printed.contains("run 1 (russell): S = 3,546,146,300,288"), "{printed}");
+    assert!(printed.contains("run 2 (felgenhauer-jarvis): S = 3,546,146,300,288"), "{printed}");
+    assert!(printed.contains("agree: every run gives S = 3,546,146,300,288"), "{printed}");
 
     let missing = census().args(["verify", "--database", &db, "--runs", "1,9"]).output().unwrap();
     assert_eq!(missing.status.code(), Some(2));
     assert!(text(&missing).contains("there is no run 9"));
+}
+
+/// `GET /metrics` from a Prometheus endpoint, as text.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            return response;
+        }
+        assert!(Instant::now() < deadline, "nothing serves metrics on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The value of one sample line, e.g. `census_results_total{outcome="recorded"}`.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with(name) && l[name.len()..].starts_with(' ')).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn prometheus_metrics_move_during_a_run() {
+    let mut cluster = Cluster::new();
+    let coordinator_metrics = free_port();
+    let worker_metrics = free_port();
+    let listen = format!("127.0.0.1:{coordinator_metrics}");
+    cluster.children.push(cluster.coordinator(&["--stage", "44", "--counter", "banded", "--metrics-listen", &listen]));
+    cluster.wait_until_serving();
+    let listen = format!("127.0.0.1:{worker_metrics}");
+    let mut worker = cluster.worker_with("metered", &["--metrics-listen", &listen]);
+    // Mid-run: some results recorded, not all.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mid = loop {
+        let text = scrape(coordinator_metrics);
+        if let Some(recorded) = sample(&text, r#"census_results_total{outcome="recorded"}"#) {
+            break (recorded, text);
+        }
+        assert!(Instant::now() < deadline, "no results recorded: {text}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(mid.0 >= 1.0 && mid.0 < 440.0, "mid-run: {}", mid.1);
+    assert!(mid.1.contains("census_lease_seconds"), "{}", mid.1);
+    let counted = sample(&scrape(worker_metrics), "census_worker_jobs_counted_total").unwrap_or(0.0);
+    assert!(counted >= 1.0, "the worker's own metrics count jobs");
+    assert!(wait_with_timeout(&mut worker, Duration::from_secs(300)).success());
+    // After: every job recorded once, and the job gauges say so.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = scrape(coordinator_metrics);
+        let recorded = sample(&text, r#"census_results_total{outcome="recorded"}"#);
+        let done = text.lines().find(|l| l.starts_with("census_jobs{") && l.contains(r#"state="done""#)).and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+        if recorded == Some(440.0) && done == Some(440.0) {
+            assert!(text.contains(r#"census_worker_results_total{worker="metered"} 440"#), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "after the run: {text}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

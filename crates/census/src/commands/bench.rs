@@ -18,8 +18,8 @@ pub struct Args {
     /// The counter to time.
     #[arg(long, default_value = "column-sets", value_parser = parse_counter)]
     counter: CounterKind,
-    /// Threads to count on.
-    #[arg(long, default_value_t = 1)]
+    /// Threads to count on, 1 to 1024.
+    #[arg(long, default_value_t = 1, value_parser = super::parse_threads)]
     threads: usize,
     /// Count only the first N jobs (for the slow counters); S is then partial.
     #[arg(long)]

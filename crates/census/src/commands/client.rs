@@ -1,35 +1,86 @@
 //! Talking to a coordinator as a user: the CensusService client and the
 //! printing of results, shared by `run`, `submit`, `status` and `verify`.
 
-use std::time::Duration;
+use std::path::PathBuf;
 
 use census_math::total::thousands;
+use census_proto::client::{AuthChannel, ClientConfig};
 use census_proto::v1::census_service_client::CensusServiceClient;
 use census_proto::v1::{Progress, RunResult};
-use tonic::transport::{Channel, Endpoint};
 
-pub type Client = CensusServiceClient<Channel>;
+use super::UsageError;
+
+pub type Client = CensusServiceClient<AuthChannel>;
+
+/// How a command proves who it is to a coordinator.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Credentials {
+    /// The token to present (`census token create` makes one).
+    #[arg(long, env = "CENSUS_TOKEN", hide_env_values = true, conflicts_with = "token_file")]
+    pub token: Option<String>,
+    /// A file holding the token (a mounted secret).
+    #[arg(long, env = "CENSUS_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// The CA certificate (PEM) that signed an https:// coordinator's certificate.
+    #[arg(long, env = "CENSUS_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// This client's certificate (PEM), for a coordinator that requires one.
+    #[arg(long, env = "CENSUS_TLS_CLIENT_CERT", requires = "tls_client_key")]
+    pub tls_client_cert: Option<PathBuf>,
+    /// This client's private key (PEM).
+    #[arg(long, env = "CENSUS_TLS_CLIENT_KEY", requires = "tls_client_cert")]
+    pub tls_client_key: Option<PathBuf>,
+}
+
+/// Reads a file the user named, saying which one when it cannot be read.
+pub fn read_named(flag: &str, path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| UsageError(format!("{flag} {}: {e}", path.display())).into())
+}
+
+impl Credentials {
+    /// The client settings for the coordinator at `address`.
+    pub fn client_config(&self, address: &str) -> anyhow::Result<ClientConfig> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(token), _) => Some(token.trim().to_string()),
+            (None, Some(path)) => {
+                let text = String::from_utf8(read_named("--token-file", path)?)
+                    .map_err(|_| UsageError(format!("--token-file {}: not text", path.display())))?;
+                Some(text.trim().to_string())
+            }
+            (None, None) => None,
+        };
+        let tls_ca_pem = self.tls_ca.as_deref().map(|p| read_named("--tls-ca", p)).transpose()?;
+        let tls_identity_pem = match (&self.tls_client_cert, &self.tls_client_key) {
+            (Some(cert), Some(key)) => Some((read_named("--tls-client-cert", cert)?, read_named("--tls-client-key", key)?)),
+            _ => None,
+        };
+        Ok(ClientConfig { url: coordinator_url(address), token, tls_ca_pem, tls_identity_pem })
+    }
+}
 
 /// Accepts `host:port` as well as `http://host:port`.
 pub fn coordinator_url(address: &str) -> String {
     if address.contains("://") { address.to_string() } else { format!("http://{address}") }
 }
 
-pub async fn connect(address: &str) -> anyhow::Result<Client> {
-    let url = coordinator_url(address);
-    let endpoint = Endpoint::from_shared(url.clone())
-        .map_err(|e| super::UsageError(format!("{address:?} is not a coordinator address: {e}")))?
-        .connect_timeout(Duration::from_secs(5));
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach the coordinator at {url}: {e}"))?;
-    Ok(CensusServiceClient::new(channel))
+pub async fn connect(address: &str, credentials: &Credentials) -> anyhow::Result<Client> {
+    connect_with(&credentials.client_config(address)?).await
+}
+
+pub async fn connect_with(config: &ClientConfig) -> anyhow::Result<Client> {
+    let channel = census_proto::client::connect(config).await.map_err(|e| {
+        if e.contains("is not a coordinator URL") || e.contains("TLS") || e.contains("--tls-ca") {
+            anyhow::Error::from(UsageError(e))
+        } else {
+            anyhow::anyhow!(e)
+        }
+    })?;
+    Ok(CensusServiceClient::new(channel).max_decoding_message_size(64 << 20))
 }
 
 /// A gRPC status as an error with its message.
 pub fn status_error(status: tonic::Status) -> anyhow::Error {
-    if status.code() == tonic::Code::InvalidArgument {
+    if matches!(status.code(), tonic::Code::InvalidArgument | tonic::Code::NotFound) {
         super::UsageError(status.message().to_string()).into()
     } else {
         anyhow::anyhow!("{}: {}", status_name(status.code()), status.message())
@@ -41,6 +92,8 @@ fn status_name(code: tonic::Code) -> &'static str {
         tonic::Code::NotFound => "not found",
         tonic::Code::Unavailable => "unavailable",
         tonic::Code::FailedPrecondition => "failed precondition",
+        tonic::Code::Unauthenticated => "not authenticated",
+        tonic::Code::PermissionDenied => "permission denied",
         _ => "error",
     }
 }
@@ -62,9 +115,15 @@ pub fn print_result(result: &RunResult) {
 }
 
 pub fn progress_line(progress: &Progress) -> String {
+    if progress.r#final {
+        return format!(
+            "run {}: finished, {}/{} jobs done, {} failed, {} conflicts, {} rejected",
+            progress.run_id, progress.done, progress.jobs_total, progress.failed, progress.conflicts, progress.rejected
+        );
+    }
     let eta = if progress.eta_seconds > 0.0 { format!(", ETA {:.0} s", progress.eta_seconds) } else { String::new() };
     format!(
-        "run {}: {}/{} jobs done, {} leased, {} pending, {} failed, {} conflicts; {:.0} jobs/s{eta}",
+        "run {}: {}/{} jobs done, {} leased, {} pending, {} failed, {} conflicts, {} rejected; {:.2} jobs/s{eta}",
         progress.run_id,
         progress.done,
         progress.jobs_total,
@@ -72,6 +131,7 @@ pub fn progress_line(progress: &Progress) -> String {
         progress.pending,
         progress.failed,
         progress.conflicts,
+        progress.rejected,
         progress.jobs_per_second
     )
 }

@@ -1,57 +1,149 @@
 //! `census coordinator`: serve the census over gRPC, with all state in a database.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use census_coordinator::Coordinator;
+use census_coordinator::auth::{hash_token, parse_token};
+use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig, TlsFiles};
 use census_math::{CounterKind, Stage};
-use census_store::StoreConfig;
+use census_store::{Role, StoreConfig};
 
+use super::UsageError;
+use super::client::read_named;
 use super::roles::{LogFormat, init_logging, runtime, signals};
 use super::{parse_counter, parse_stage};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The database: postgres://user:password@host/db, or an SQLite file path.
-    #[arg(long, env = "CENSUS_DATABASE_URL")]
+    #[arg(long = "database", visible_alias = "database-url", env = "CENSUS_DATABASE_URL")]
     database_url: String,
     /// The address to serve gRPC on.
     #[arg(long, env = "CENSUS_LISTEN", default_value = "0.0.0.0:50051")]
     listen: SocketAddr,
-    /// Create this stage's run on start (idempotent), e.g. 44 or russell.
+    /// Create this stage's run on start (idempotent): 44|russell, 71|felgenhauer-jarvis,
+    /// 174|rectangles, 416|rows, 2051|stacks-columns, 36288|catalogue.
     #[arg(long, env = "CENSUS_STAGE", value_parser = parse_stage)]
     stage: Option<Stage>,
     /// The counter of the run created with --stage.
     #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter)]
     counter: CounterKind,
-    /// Distinct workers that must agree on each job of the run created with --stage.
-    #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1)]
+    /// Distinct worker identities (tokens) that must agree on each job of the run created with --stage, 1 to 5.
+    #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
     redundancy: u32,
-    /// Seconds a lease lasts without a heartbeat.
-    #[arg(long, env = "CENSUS_LEASE_TTL", default_value_t = 30)]
+    /// Seconds a lease lasts without a heartbeat, 1 to 3600.
+    #[arg(long, env = "CENSUS_LEASE_TTL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     lease_ttl: u64,
-    /// Attempts after which a failing job is failed for good.
-    #[arg(long, env = "CENSUS_MAX_ATTEMPTS", default_value_t = 5)]
+    /// Seconds after which a lease ends however often it is heartbeated, 1 to 604800.
+    #[arg(long, env = "CENSUS_MAX_LEASE_LIFETIME", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    max_lease_lifetime: u64,
+    /// The most leases one worker identity holds at once, 1 to 1000000.
+    #[arg(long, env = "CENSUS_MAX_LEASES_PER_WORKER", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_leases_per_worker: u32,
+    /// Failures after which a job is failed for good (until `census requeue`), 1 to 1000.
+    #[arg(long, env = "CENSUS_MAX_ATTEMPTS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_attempts: u32,
+    /// Rejected results after which a worker identity is quarantined, 1 to 1000.
+    #[arg(long, env = "CENSUS_QUARANTINE_AFTER", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    quarantine_after: u32,
+    /// The share of results checked by an independent count (0 to 1; 1 checks every result).
+    #[arg(long, env = "CENSUS_VALIDATE_FRACTION", default_value_t = 1.0, value_parser = parse_fraction)]
+    validate_fraction: f64,
+    /// Let anyone read runs, progress and results without a token.
+    #[arg(long, env = "CENSUS_PUBLIC_READ")]
+    public_read: bool,
+    /// Register the token in a file (a mounted secret) as ROLE:NAME:PATH, e.g.
+    /// worker:node-7:/run/secrets/worker-token. Repeatable; a revoked name stays revoked.
+    #[arg(long = "token-file", env = "CENSUS_TOKEN_FILES", value_delimiter = ',', value_parser = parse_token_file)]
+    token_files: Vec<TokenFile>,
+    /// Serve TLS with this certificate chain (PEM).
+    #[arg(long, env = "CENSUS_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM).
+    #[arg(long, env = "CENSUS_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM).
+    #[arg(long, env = "CENSUS_TLS_CLIENT_CA", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Serve Prometheus metrics (jobs by state, results by outcome, latencies,
+    /// store errors, per-worker results) on this address, at /metrics.
+    #[arg(long, env = "CENSUS_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
     /// Log format.
     #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
     log_format: LogFormat,
 }
 
+/// A token a coordinator registers from a file at start.
+#[derive(Debug, Clone)]
+pub struct TokenFile {
+    role: Role,
+    name: String,
+    path: PathBuf,
+}
+
+fn parse_token_file(text: &str) -> Result<TokenFile, String> {
+    let mut parts = text.splitn(3, ':');
+    let (Some(role), Some(name), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(format!("{text:?} is not ROLE:NAME:PATH"));
+    };
+    let role = role.parse().map_err(|_| format!("{role:?} is not a role: worker, operator or reader"))?;
+    census_store::check_identity(name).map_err(|e| e.to_string())?;
+    Ok(TokenFile { role, name: name.to_string(), path: PathBuf::from(path) })
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{text:?} is not a fraction from 0 to 1")),
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format, "info");
+    if args.max_lease_lifetime < args.lease_ttl {
+        return Err(UsageError("--max-lease-lifetime must be at least --lease-ttl".into()).into());
+    }
     runtime()?.block_on(serve(args))
 }
 
+fn tls_files(args: &Args) -> anyhow::Result<Option<TlsFiles>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else { return Ok(None) };
+    Ok(Some(TlsFiles {
+        certificate_pem: read_named("--tls-cert", cert)?,
+        key_pem: read_named("--tls-key", key)?,
+        client_ca_pem: args.tls_client_ca.as_deref().map(|p| read_named("--tls-client-ca", p)).transpose()?,
+    }))
+}
+
 async fn serve(args: Args) -> anyhow::Result<ExitCode> {
-    let config = StoreConfig { max_attempts: args.max_attempts };
-    // The database may still be starting (docker compose, Kubernetes): retry for a minute.
+    if let Some(address) = args.metrics_listen {
+        super::roles::serve_metrics(address)?;
+    }
+    let config = StoreConfig {
+        max_attempts: args.max_attempts,
+        quarantine_after: args.quarantine_after,
+        max_lease_lifetime: Duration::from_secs(args.max_lease_lifetime),
+        max_leases_per_worker: args.max_leases_per_worker,
+    };
+    let tls = tls_files(&args)?;
+    let mut token_hashes = Vec::new();
+    for file in &args.token_files {
+        let text = String::from_utf8(read_named("--token-file", &file.path)?)
+            .map_err(|_| UsageError(format!("--token-file {}: not text", file.path.display())))?;
+        let token = parse_token(text.trim()).map_err(|e| UsageError(format!("--token-file {}: {e}", file.path.display())))?;
+        token_hashes.push((file, hash_token(token)));
+    }
+    // A database server may still be starting (docker compose, Kubernetes):
+    // retry for a minute. An SQLite file does not start; its errors are final.
+    let server = args.database_url.starts_with("postgres");
     let mut attempt = 0;
     let store = loop {
         match census_store::connect(&args.database_url, config.clone()).await {
             Ok(store) => break store,
-            Err(error) if attempt < 30 => {
+            Err(error) if server && error.is_retryable() && attempt < 30 => {
                 attempt += 1;
                 tracing::warn!(%error, "cannot open the database yet; retrying in 2 s");
                 tokio::time::sleep(Duration::from_secs(2)).await;
@@ -60,7 +152,25 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     tracing::info!("database ready, migrations applied");
-    let coordinator = Coordinator::new(store, Duration::from_secs(args.lease_ttl.max(1)));
+    for (file, hash) in &token_hashes {
+        store.import_token(&file.name, file.role, hash).await?;
+        tracing::info!(name = %file.name, role = %file.role, "token registered from {}", file.path.display());
+    }
+    let tokens = store.list_tokens().await?;
+    if tokens.iter().all(|t| t.revoked) && !args.public_read {
+        tracing::warn!(
+            "no credentials: every call will be refused; create one with `census token create --role worker --name NAME --database URL`"
+        );
+    }
+    let coordinator = Coordinator::new(
+        store,
+        CoordinatorConfig {
+            lease_ttl: Duration::from_secs(args.lease_ttl),
+            auth: AuthConfig { public_read: args.public_read, ..AuthConfig::default() },
+            validate_fraction: args.validate_fraction,
+            tls,
+        },
+    );
     if let Some(stage) = args.stage {
         let run = coordinator.create_run(stage, args.counter, args.redundancy).await?;
         tracing::info!(run = run.run_id, stage = %run.spec.stage, counter = %run.spec.counter, jobs = run.jobs_total, done = run.jobs_done, "run ready");
@@ -68,7 +178,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
-    tracing::info!(address = %listener.local_addr()?, "coordinator serving gRPC");
+    tracing::info!(address = %listener.local_addr()?, tls = args.tls_cert.is_some(), "coordinator serving gRPC");
     let mut signals = signals();
     let shutdown = async move {
         let _ = signals.wait_for(|n| *n > 0).await;

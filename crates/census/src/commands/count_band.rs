@@ -12,10 +12,10 @@ use super::parse_counter;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The band: 27 digits, rows 1-3 left to right (any valid band; it is normalized first).
+    /// The band: 27 digits, rows 1-3 left to right (any valid band; it is
+    /// normalized first). Spaces, '/' and '|' between digits are ignored.
     band: String,
-    /// The counter: column-sets (fast), banded, or enumerate (slow: seconds a seed).
-    #[arg(long, default_value = "column-sets", value_parser = parse_counter)]
+    #[arg(long, default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
     /// Print JSON: {"band", "seeds": [{"seed", "count"}], "sum", "completions"}.
     #[arg(long)]
@@ -37,29 +37,33 @@ struct BandCount {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let given = Band::parse(args.band.trim())?;
+    let given = Band::parse(&super::strip_separators(&args.band))?;
     let band = normalize(&given);
     let counter = args.counter.build();
+    if !args.json {
+        if band != given {
+            println!("normalized {given} to {band}");
+        }
+        println!("band {band}, counter {}", args.counter);
+        println!("seed = the first column of B4 and of B7 (rows 4-6 / rows 7-9), e.g. 235/689; SQL numbers them 0-9 in this order");
+    }
+    // Seed by seed, each line as soon as it is counted: the enumerate
+    // counter takes seconds a seed.
     let started = Instant::now();
-    let counts = counter.count_seeds(&band);
+    let mut seeds = Vec::with_capacity(SEEDS.len());
+    for seed in &SEEDS {
+        let count = counter.count(&band, seed);
+        if !args.json {
+            println!("  seed {seed}  {:>12}", thousands(&count));
+        }
+        seeds.push(SeedCount { seed: seed.to_string(), count });
+    }
     let elapsed = started.elapsed();
-    let sum: u64 = counts.iter().sum();
-    let report = BandCount {
-        band: band.to_string(),
-        seeds: SEEDS.iter().zip(counts).map(|(seed, count)| SeedCount { seed: seed.to_string(), count }).collect(),
-        sum,
-        completions: 72 * sum,
-    };
+    let sum: u64 = seeds.iter().map(|s| s.count).sum();
+    let report = BandCount { band: band.to_string(), seeds, sum, completions: 72 * sum };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
-    }
-    if band != given {
-        println!("normalized {given} to {band}");
-    }
-    println!("band {band}, counter {}", args.counter);
-    for seed in &report.seeds {
-        println!("  seed {}  {:>12}", seed.seed, thousands(&seed.count));
     }
     println!("sum of the 10 seeds: {}", thousands(&sum));
     println!("completions n = 72 x sum = {}", thousands(&report.completions));

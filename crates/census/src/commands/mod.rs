@@ -8,11 +8,13 @@ pub mod classes;
 pub mod client;
 pub mod coordinator;
 pub mod count_band;
+pub mod operate;
 pub mod recount;
 pub mod roles;
 pub mod run;
 pub mod status;
 pub mod submit;
+pub mod token;
 pub mod verify;
 pub mod worker;
 
@@ -28,6 +30,19 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// The stages, as every command's help names them.
+pub const STAGE_HELP: &str = "The stage: 44|russell, 71|felgenhauer-jarvis, 174|rectangles, 416|rows, \
+     2051|stacks-columns, 36288|catalogue (every band its own class)";
+
+/// The counters, as every command's help describes them.
+pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), banded (about 0.1 s a job) \
+     or enumerate (the paper's plain backtracking, a few seconds a job)";
+
+/// A band as a person types it: digits, maybe grouped by spaces, '/' or '|'.
+pub fn strip_separators(text: &str) -> String {
+    text.chars().filter(|c| !(c.is_whitespace() || *c == '/' || *c == '|')).collect()
+}
+
 /// Parses a stage for clap: a class count or a name.
 pub fn parse_stage(text: &str) -> Result<census_math::Stage, census_math::UnknownStage> {
     text.parse()
@@ -36,6 +51,36 @@ pub fn parse_stage(text: &str) -> Result<census_math::Stage, census_math::Unknow
 /// Parses a counter name for clap.
 pub fn parse_counter(text: &str) -> Result<census_math::CounterKind, census_math::counter::UnknownCounter> {
     text.parse()
+}
+
+/// The most threads (or workers) one process starts: far more than any
+/// machine has cores, and far fewer than would exhaust the process.
+pub const MAX_THREADS: usize = 1024;
+
+/// Parses a thread count for clap: 1 to [`MAX_THREADS`].
+pub fn parse_threads(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!("{text:?} is not a thread count from 1 to {MAX_THREADS}")),
+    }
+}
+
+/// Prints a command-line error the way every other error is printed
+/// (`census: error: ...`, exit 2); help and version go to stdout, exit 0.
+pub fn clap_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        let _ = error.print();
+        return if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { ExitCode::from(2) } else { ExitCode::SUCCESS };
+    }
+    let rendered = error.render().to_string();
+    let mut lines = rendered.lines().filter(|line| !line.trim().is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    eprintln!("census: error: {}", first.trim_start_matches("error: "));
+    for line in lines {
+        eprintln!("  {}", line.trim());
+    }
+    ExitCode::from(2)
 }
 
 /// Bad input exits 2; anything else that went wrong exits 1.

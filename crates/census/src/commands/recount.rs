@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use census_proto::v1::RecountJobRequest;
 
-use super::client::{connect, status_error};
+use super::client::{Credentials, connect, status_error};
 use super::roles::runtime;
 
 #[derive(clap::Args)]
@@ -15,11 +15,13 @@ pub struct Args {
     /// The job with a conflict (see the conflicts query in the README).
     #[arg(long)]
     job: i64,
+    #[command(flatten)]
+    credentials: Credentials,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
-        let mut client = connect(&args.coordinator).await?;
+        let mut client = connect(&args.coordinator, &args.credentials).await?;
         client.recount_job(RecountJobRequest { job_id: args.job }).await.map_err(status_error)?;
         println!("job {} goes back to the queue; the run's total is provisional until it is counted again", args.job);
         Ok(ExitCode::SUCCESS)

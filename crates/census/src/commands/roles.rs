@@ -11,11 +11,20 @@ pub enum LogFormat {
     Json,
 }
 
-/// Starts logging at `default_level` unless RUST_LOG says otherwise.
+/// Starts logging: the census's own lines at `default_level`, other crates'
+/// (sqlx's slow-statement warnings, h2, hyper) only when they are errors,
+/// unless RUST_LOG says otherwise. Colours only on a terminal.
 pub fn init_logging(format: LogFormat, default_level: &str) {
+    use std::io::IsTerminal;
+    let ours = ["census", "census_coordinator", "census_worker", "census_store", "census_math"];
+    let directives: Vec<String> =
+        std::iter::once("error".to_string()).chain(ours.iter().map(|c| format!("{c}={default_level}"))).collect();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives.join(",")));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
         LogFormat::Pretty => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -49,4 +58,14 @@ pub fn signals() -> watch::Receiver<u32> {
 /// The number of cores, the default for threads and workers.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Serves this process's metrics for Prometheus at `http://ADDRESS/metrics`.
+pub fn serve_metrics(address: std::net::SocketAddr) -> anyhow::Result<()> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(address)
+        .install()
+        .map_err(|e| anyhow::anyhow!("cannot serve metrics on {address}: {e}"))?;
+    tracing::info!(%address, "serving Prometheus metrics at /metrics");
+    Ok(())
 }

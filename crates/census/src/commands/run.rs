@@ -5,32 +5,35 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use census_coordinator::Coordinator;
+use census_coordinator::auth::{generate_token, hash_token};
+use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig};
 use census_math::{CounterKind, Stage};
 use census_proto::v1::{GetProgressRequest, GetResultRequest};
-use census_store::StoreConfig;
+use census_proto::client::ClientConfig;
+use census_store::{Role, StoreConfig};
 use census_worker::{Stop, WorkerConfig, default_worker_id, run_worker};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
-use super::client::{connect, print_result, status_error};
+use super::client::{connect_with, print_result, status_error};
 use super::roles::{LogFormat, cores, init_logging, runtime, signals};
 use super::{parse_counter, parse_stage};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The stage: 44|russell, 71|felgenhauer-jarvis, 174, 416, 2051, 36288|catalogue.
-    #[arg(long, env = "CENSUS_STAGE", default_value = "44", value_parser = parse_stage)]
+    #[arg(long, env = "CENSUS_STAGE", default_value = "44", value_parser = parse_stage, help = super::STAGE_HELP)]
     stage: Stage,
-    /// The counter: column-sets (fast), banded, or enumerate (hours).
-    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter)]
+    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
     /// Where the run is kept: an SQLite file, or a postgres:// URL. Run again to resume.
-    #[arg(long, env = "CENSUS_DATABASE", default_value = "census.db")]
+    #[arg(long, env = "CENSUS_DATABASE_URL", default_value = "census.db")]
     database: String,
-    /// Workers to start (default: the number of cores).
-    #[arg(long, env = "CENSUS_WORKERS")]
+    /// Workers to start, 1 to 1024 (default: the number of cores).
+    #[arg(long, env = "CENSUS_WORKERS", value_parser = super::parse_threads)]
     workers: Option<usize>,
+    /// No progress display: only the result.
+    #[arg(long, short)]
+    quiet: bool,
     /// Log format (logs go to stderr; RUST_LOG=info shows more).
     #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
     log_format: LogFormat,
@@ -42,16 +45,25 @@ const LOCAL_LEASE_TTL: Duration = Duration::from_secs(5);
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format, "warn");
     let workers = args.workers.unwrap_or_else(cores);
-    if workers == 0 {
-        return Err(super::UsageError("--workers must be at least 1".into()).into());
-    }
     runtime()?.block_on(census(args, workers))
 }
 
 async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let store = census_store::connect(&args.database, StoreConfig::default()).await?;
-    let coordinator = Coordinator::new(store, LOCAL_LEASE_TTL);
+    // Credentials that live only in this process: the coordinator serves a
+    // loopback port, and nothing else can present them.
+    let operator_token = generate_token();
+    let worker_tokens: Vec<String> = (0..workers).map(|_| generate_token()).collect();
+    // Reads are open: the loopback port serves `census status` from another
+    // terminal; nothing can change without the in-process tokens.
+    let mut auth = AuthConfig { public_read: true, ..AuthConfig::default() };
+    auth.local.insert(hash_token(&operator_token), ("local-operator".into(), Role::Operator));
+    for (i, token) in worker_tokens.iter().enumerate() {
+        auth.local.insert(hash_token(token), (format!("local-worker-{i}"), Role::Worker));
+    }
+    let config = CoordinatorConfig { lease_ttl: LOCAL_LEASE_TTL, auth, ..CoordinatorConfig::default() };
+    let coordinator = Coordinator::new(store, config);
     let run = coordinator.create_run(args.stage, args.counter, 1).await?;
     println!(
         "census: stage {} ({} classes), counter {}, {} jobs in {}{}",
@@ -69,14 +81,16 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let server = tokio::spawn(coordinator.clone().serve(listener, async move {
         let _ = server_stopped.await;
     }));
-    let mut client = connect(&address).await?;
+    println!("serving on {address} (progress from elsewhere: census status --coordinator {address})");
+    let client_config = |token: &str| ClientConfig { url: address.clone(), token: Some(token.to_string()), ..ClientConfig::default() };
+    let mut client = connect_with(&client_config(&operator_token)).await?;
 
     let (stop_workers, stop) = watch::channel(Stop::No);
     let mut worker_tasks = Vec::new();
     if !run.is_final {
-        for i in 0..workers {
+        for (i, token) in worker_tokens.iter().enumerate() {
             let config = WorkerConfig {
-                coordinator: address.clone(),
+                coordinator: client_config(token),
                 worker_id: format!("{}-{i}", default_worker_id()),
                 threads: 1,
                 batch: None,
@@ -87,18 +101,11 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let bar = ProgressBar::new(run.jobs_total);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} jobs  {msg}").expect("a valid template").progress_chars("=> "),
-    );
+    let mut display = Display::new(args.quiet, run.jobs_total, run.jobs_done);
     let mut signals = signals();
     let interrupted = loop {
         let progress = client.get_progress(GetProgressRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
-        bar.set_position(progress.done);
-        let elapsed = started.elapsed().as_secs_f64().max(1e-3);
-        let counted: f64 = progress.completions_counted.parse().unwrap_or(0.0);
-        let eta = if progress.eta_seconds > 0.0 { format!(", ETA {:.0} s", progress.eta_seconds) } else { String::new() };
-        bar.set_message(format!("{:.3e} completions/s (x72 per job){eta}", counted / elapsed));
+        display.update(&progress);
         if progress.r#final || (progress.done + progress.failed == progress.jobs_total && progress.conflicts + progress.failed > 0) {
             break false;
         }
@@ -107,7 +114,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
             _ = signals.wait_for(|n| *n > 0) => break true,
         }
     };
-    bar.finish_and_clear();
+    display.finish();
     let _ = stop_workers.send(if interrupted { Stop::Drain } else { Stop::Now });
     for task in worker_tasks {
         let _ = task.await;
@@ -115,9 +122,14 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let result = client.get_result(GetResultRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
     let _ = server_stop.send(());
     let _ = server.await;
+    // Fold SQLite's write-ahead log into the file, so that the file alone is the census.
+    coordinator.store().close().await;
 
     if interrupted {
-        println!("interrupted: nothing is lost; run `census run` again with the same --database to resume");
+        println!(
+            "interrupted: nothing is lost; `census run --stage {} --counter {} --database {}` resumes it",
+            run.spec.stage, run.spec.counter, args.database
+        );
         return Ok(ExitCode::from(130));
     }
     if run.is_final {
@@ -126,4 +138,73 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     print_result(&result);
     println!("elapsed: {:.3} s", started.elapsed().as_secs_f64());
     Ok(if result.r#final { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// How `census run` shows progress: a bar on a terminal, a line every
+/// few seconds otherwise, nothing with --quiet. Rates are measured over the
+/// last half minute, so that the ETA follows the run's current speed
+/// without jumping with every poll.
+struct Display {
+    bar: Option<ProgressBar>,
+    plain: bool,
+    samples: std::collections::VecDeque<(Instant, u64)>,
+    last_line: Instant,
+}
+
+const RATE_WINDOW: Duration = Duration::from_secs(30);
+const PLAIN_EVERY: Duration = Duration::from_secs(5);
+
+impl Display {
+    fn new(quiet: bool, total: u64, done: u64) -> Display {
+        use std::io::IsTerminal;
+        let terminal = std::io::stderr().is_terminal();
+        let bar = (!quiet && terminal).then(|| {
+            let bar = ProgressBar::new(total);
+            bar.set_style(
+                ProgressStyle::with_template("{bar:40} {pos}/{len} jobs  {msg}")
+                    .expect("a valid template")
+                    .progress_chars("=> "),
+            );
+            bar.set_position(done);
+            bar
+        });
+        Display { bar, plain: !quiet && !terminal, samples: Default::default(), last_line: Instant::now() }
+    }
+
+    /// Jobs a second over the window, and the seconds left at that rate.
+    fn rate(&mut self, done: u64, total: u64) -> Option<(f64, f64)> {
+        let now = Instant::now();
+        self.samples.push_back((now, done));
+        while self.samples.len() > 2 && now - self.samples[0].0 > RATE_WINDOW {
+            self.samples.pop_front();
+        }
+        let (then, done_then) = self.samples[0];
+        let seconds = (now - then).as_secs_f64();
+        if seconds < 0.5 || done <= done_then {
+            return None;
+        }
+        let rate = (done - done_then) as f64 / seconds;
+        Some((rate, total.saturating_sub(done) as f64 / rate))
+    }
+
+    fn update(&mut self, progress: &census_proto::v1::Progress) {
+        let rate = self.rate(progress.done, progress.jobs_total);
+        let described = match rate {
+            Some((rate, eta)) => format!("{rate:.1} jobs/s, ETA {eta:.0} s"),
+            None => "starting".to_string(),
+        };
+        if let Some(bar) = &self.bar {
+            bar.set_position(progress.done);
+            bar.set_message(described);
+        } else if self.plain && self.last_line.elapsed() >= PLAIN_EVERY {
+            self.last_line = Instant::now();
+            eprintln!("progress: {}/{} jobs, {described}", progress.done, progress.jobs_total);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
 }

@@ -2,10 +2,11 @@
 
 use std::process::ExitCode;
 
-use census_proto::v1::{GetProgressRequest, GetResultRequest, ListClassesRequest, WatchProgressRequest};
+use census_math::total::thousands;
+use census_proto::v1::{GetProgressRequest, GetResultRequest, ListClassesRequest, ListRunsRequest, WatchProgressRequest};
 use serde::Serialize;
 
-use super::client::{connect, print_result, progress_line, status_error};
+use super::client::{Credentials, connect, print_result, progress_line, status_error};
 use super::roles::runtime;
 
 #[derive(clap::Args)]
@@ -13,6 +14,10 @@ pub struct Args {
     /// The coordinator's gRPC address.
     #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
     coordinator: String,
+    /// Read an embedded census directly (the SQLite file or postgres:// URL
+    /// of `census run --database`), instead of asking a coordinator.
+    #[arg(long, env = "CENSUS_DATABASE_URL", conflicts_with = "coordinator")]
+    database: Option<String>,
     /// The run (default: the latest).
     #[arg(long)]
     run: Option<i64>,
@@ -22,6 +27,8 @@ pub struct Args {
     /// Print one JSON object: progress and result.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    credentials: Credentials,
 }
 
 #[derive(Serialize)]
@@ -40,7 +47,21 @@ struct StatusJson {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
-        let mut client = connect(&args.coordinator).await?;
+        // A database is read through the same coordinator code, in this
+        // process, on a loopback port that serves reads only.
+        let (address, _server) = match &args.database {
+            Some(database) => {
+                let store = census_store::connect(database, census_store::StoreConfig::default()).await?;
+                let auth = census_coordinator::AuthConfig { public_read: true, ..Default::default() };
+                let config = census_coordinator::CoordinatorConfig { auth, ..Default::default() };
+                let coordinator = census_coordinator::Coordinator::new(store, config);
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let address = format!("http://{}", listener.local_addr()?);
+                (address, Some(tokio::spawn(coordinator.serve(listener, std::future::pending()))))
+            }
+            None => (args.coordinator.clone(), None),
+        };
+        let mut client = connect(&address, &args.credentials).await?;
         let run_id = args.run.unwrap_or(0);
         let mut progress = client.get_progress(GetProgressRequest { run_id }).await.map_err(status_error)?.into_inner();
         if args.watch && !progress.r#final {
@@ -73,18 +94,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&status)?);
             return Ok(ExitCode::SUCCESS);
         }
+        let runs = client.list_runs(ListRunsRequest {}).await.map_err(status_error)?.into_inner().runs;
+        if let Some(run) = runs.iter().find(|r| r.run_id == progress.run_id) {
+            println!(
+                "run {}: stage {}, counter {}, redundancy {}{}",
+                run.run_id,
+                run.stage,
+                run.counter,
+                run.redundancy,
+                if run.cancelled { ", CANCELLED" } else { "" }
+            );
+        }
         println!("{}", progress_line(&progress));
+        for name in &progress.quarantined {
+            println!("  QUARANTINED: {name} (results rejected; `census token release {name}` lifts it)");
+        }
         for worker in &progress.workers {
-            println!("  worker {}: {} jobs, {} completions counted", worker.worker_id, worker.jobs, worker.completions);
+            let completions: num_bigint::BigUint = worker.completions.parse().unwrap_or_default();
+            println!("  worker {}: {} jobs, {} completions counted", worker.worker_id, thousands(&worker.jobs), thousands(&completions));
         }
         let classes = client.list_classes(ListClassesRequest { run_id: progress.run_id }).await.map_err(status_error)?.into_inner().classes;
         if classes.len() <= 100 {
             for class in &classes {
+                let n: num_bigint::BigUint = class.completions.parse().unwrap_or_default();
                 println!(
                     "  class {:>3} {} size {:>5}: {}/10 seeds, n = {}",
-                    class.class_id, class.representative, class.size, class.seeds_done, class.completions
+                    class.class_id,
+                    class.representative,
+                    class.size,
+                    class.seeds_done,
+                    thousands(&n)
                 );
             }
+        } else {
+            println!("  ({} classes: too many to list here; SQL's class_totals view has every one)", classes.len());
         }
         print_result(&result);
         Ok(ExitCode::SUCCESS)

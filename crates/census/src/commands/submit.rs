@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use census_proto::v1::CreateRunRequest;
 
-use super::client::{connect, status_error};
+use super::client::{Credentials, connect, status_error};
 use super::roles::runtime;
 
 #[derive(clap::Args)]
@@ -12,29 +12,33 @@ pub struct Args {
     /// The coordinator's gRPC address.
     #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
     coordinator: String,
-    /// The stage: 44|russell, 71|felgenhauer-jarvis, 174, 416, 2051, 36288|catalogue.
-    #[arg(long, env = "CENSUS_STAGE")]
+    #[arg(long, env = "CENSUS_STAGE", help = super::STAGE_HELP)]
     stage: String,
-    /// The counter: column-sets, banded or enumerate.
-    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets")]
+    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", help = super::COUNTER_HELP)]
     counter: String,
-    /// Distinct workers that must agree on each job.
-    #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1)]
+    /// Distinct worker identities (tokens) that must agree on each job, 1 to 5.
+    #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
     redundancy: u32,
+    /// Runs with higher priority are leased first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i64,
+    #[command(flatten)]
+    credentials: Credentials,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
-        let mut client = connect(&args.coordinator).await?;
-        let request = CreateRunRequest { stage: args.stage, counter: args.counter, redundancy: args.redundancy };
+        let mut client = connect(&args.coordinator, &args.credentials).await?;
+        let request = CreateRunRequest { stage: args.stage, counter: args.counter, redundancy: args.redundancy, priority: args.priority };
         let run = client.create_run(request).await.map_err(status_error)?.into_inner();
         println!(
-            "run {}: stage {}, counter {} ({}), redundancy {}, {} classes, {} jobs ({} done){}",
+            "run {}: stage {}, counter {} ({}), redundancy {}, priority {}, {} classes, {} jobs ({} done){}",
             run.run_id,
             run.stage,
             run.counter,
             run.counter_version,
             run.redundancy,
+            run.priority,
             run.classes,
             run.jobs_total,
             run.jobs_done,

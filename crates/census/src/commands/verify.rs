@@ -3,15 +3,16 @@
 use std::process::ExitCode;
 
 use census_proto::v1::{GetResultRequest, ListRunsRequest};
+use census_math::total::thousands;
 use census_store::StoreConfig;
 
 use super::UsageError;
-use super::client::{connect, status_error};
+use super::client::{Credentials, connect, status_error};
 use super::roles::runtime;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Read the runs from this database (postgres:// URL or SQLite path).
+    /// Read the runs from this database (postgres:// URL or SQLite path; default: census.db when it exists).
     #[arg(long, env = "CENSUS_DATABASE_URL", conflicts_with = "coordinator")]
     database: Option<String>,
     /// Or ask this coordinator.
@@ -20,6 +21,8 @@ pub struct Args {
     /// The runs to compare, e.g. 1,2 (default: every finished run).
     #[arg(long, value_delimiter = ',')]
     runs: Vec<i64>,
+    #[command(flatten)]
+    credentials: Credentials,
 }
 
 /// (run, stage, final, S)
@@ -38,7 +41,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 lines
             }
             (None, Some(coordinator)) => {
-                let mut client = connect(coordinator).await?;
+                let mut client = connect(coordinator, &args.credentials).await?;
                 let runs = client.list_runs(ListRunsRequest {}).await.map_err(status_error)?.into_inner().runs;
                 let mut lines = Vec::new();
                 for run in runs {
@@ -47,7 +50,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
                 lines
             }
-            (None, None) => return Err(UsageError("give --database or --coordinator".into()).into()),
+            (None, None) => {
+                if !std::path::Path::new("census.db").exists() {
+                    return Err(UsageError("give --database or --coordinator (there is no census.db here)".into()).into());
+                }
+                let store = census_store::connect("census.db", StoreConfig::default()).await?;
+                let mut lines = Vec::new();
+                for run in store.list_runs().await? {
+                    let total = store.total(run.run_id).await?;
+                    lines.push((run.run_id, run.spec.stage, total.is_final, total.s));
+                }
+                lines
+            }
         };
         let chosen: Vec<&RunTotalLine> = if args.runs.is_empty() {
             lines.iter().filter(|line| line.2).collect()
@@ -63,14 +77,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             chosen
         };
         if chosen.len() < 2 {
-            return Err(UsageError(format!("verify needs two finished runs; found {}", chosen.len())).into());
+            return Err(UsageError(format!(
+                "verify compares finished runs of different stages and found {}; count a second stage into the same \
+                 database first, e.g. `census run --stage 71 --database census.db`",
+                chosen.len()
+            ))
+            .into());
         }
+        let s_of = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
         for (run, stage, _, s) in &chosen {
-            println!("run {run} ({stage}): S = {s}");
+            println!("run {run} ({stage}): S = {}", s_of(s));
         }
         let agree = chosen.iter().all(|line| line.3 == chosen[0].3);
         if agree {
-            println!("agree: every run gives S = {}", chosen[0].3);
+            println!("agree: every run gives S = {}", s_of(&chosen[0].3));
             Ok(ExitCode::SUCCESS)
         } else {
             println!("DISAGREE: the runs give different totals");

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use census_worker::{Stop, WorkerConfig, default_worker_id, run_worker};
 use tokio::sync::watch;
 
+use super::client::Credentials;
 use super::roles::{LogFormat, cores, init_logging, runtime, signals};
 
 #[derive(clap::Args)]
@@ -12,26 +13,35 @@ pub struct Args {
     /// The coordinator's gRPC address.
     #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
     coordinator: String,
-    /// Counting threads (default: the number of cores).
-    #[arg(long, env = "CENSUS_THREADS")]
+    /// Counting threads, 1 to 1024 (default: the number of cores).
+    #[arg(long, env = "CENSUS_THREADS", value_parser = super::parse_threads)]
     threads: Option<usize>,
-    /// Jobs per lease (default: adapted to about a second of counting per thread).
-    #[arg(long, env = "CENSUS_BATCH")]
+    /// Jobs per lease, 1 to 10000 (default: adapted to about a second of counting per thread).
+    #[arg(long, env = "CENSUS_BATCH", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     batch: Option<u32>,
-    /// This worker's name in the store (default: host name and process id).
+    /// This worker's label in its logs (default: host name and process id);
+    /// the coordinator knows it by its token's name.
     #[arg(long, env = "CENSUS_WORKER_ID")]
     worker_id: Option<String>,
     /// Exit 0 once no run has work left, instead of waiting for new runs.
     #[arg(long, env = "CENSUS_EXIT_WHEN_DONE")]
     exit_when_done: bool,
+    /// Serve Prometheus metrics (jobs counted, seconds a job, retries) on this address, at /metrics.
+    #[arg(long, env = "CENSUS_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Log format.
     #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
     log_format: LogFormat,
+    #[command(flatten)]
+    credentials: Credentials,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format, "info");
-    let coordinator = if args.coordinator.contains("://") { args.coordinator.clone() } else { format!("http://{}", args.coordinator) };
+    let coordinator = args.credentials.client_config(&args.coordinator)?;
+    if coordinator.token.is_none() {
+        tracing::warn!("no --token: the coordinator will refuse this worker unless it is told otherwise");
+    }
     let config = WorkerConfig {
         coordinator,
         worker_id: args.worker_id.unwrap_or_else(default_worker_id),
@@ -43,8 +53,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if config.threads == 0 {
         return Err(super::UsageError("--threads must be at least 1".into()).into());
     }
+    let metrics_listen = args.metrics_listen;
     runtime()?.block_on(async move {
-        tracing::info!(worker = %config.worker_id, coordinator = %config.coordinator, threads = config.threads, "worker starting");
+        if let Some(address) = metrics_listen {
+            super::roles::serve_metrics(address)?;
+        }
+        tracing::info!(worker = %config.worker_id, coordinator = %config.coordinator.url, threads = config.threads, "worker starting");
         let (stop_sender, stop) = watch::channel(Stop::No);
         let mut signals = signals();
         tokio::spawn(async move {

@@ -2,21 +2,58 @@
 //! sqlx's `Any` driver. The SQL is shared; the few places where the two
 //! dialects differ are the methods of [`Backend`].
 
-use std::collections::{BTreeMap, HashMap};
+mod auth;
+mod completion;
+
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use census_math::total::{n0_from_s, s_from_classes};
-use census_math::{Band, MAX_SEED_COUNT};
+use census_math::Band;
 use num_bigint::BigUint;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
 use crate::{
-    ClassSpec, ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobStore, Lease, Progress, RunId,
-    RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, WorkerProgress,
+    ClassSpec, ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobStore, Lease, MAX_REDUNDANCY,
+    Progress, QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
+    WorkerProgress,
 };
+
+/// The state of a job, as the `jobs.state` column holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobState {
+    Pending,
+    Leased,
+    Done,
+    Failed,
+}
+
+impl JobState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Leased => "leased",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+        }
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = StoreError;
+    fn from_str(text: &str) -> Result<JobState, StoreError> {
+        match text {
+            "pending" => Ok(JobState::Pending),
+            "leased" => Ok(JobState::Leased),
+            "done" => Ok(JobState::Done),
+            "failed" => Ok(JobState::Failed),
+            _ => Err(StoreError::Database(format!("{text:?} is not a job state"))),
+        }
+    }
+}
 
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -61,6 +98,14 @@ impl Backend {
             Backend::Sqlite => parameter.to_string(),
         }
     }
+
+    /// The smaller of two numbers.
+    fn least(self, a: &str, b: &str) -> String {
+        match self {
+            Backend::Postgres => format!("LEAST({a}, {b})"),
+            Backend::Sqlite => format!("MIN({a}, {b})"),
+        }
+    }
 }
 
 /// Immutable facts about a run, cached so a lease needs no join.
@@ -81,13 +126,33 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_millis() as i64
 }
 
-/// A lease token prefix that differs between lease calls; the job id and
+/// A lease token prefix, random for every lease call; the job id and
 /// attempt number complete it, so two attempts never share a token.
 fn token_salt() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
-    format!("{:016x}", hasher.finish())
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// The first bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Refuses at once a file that exists but is not an SQLite database,
+/// instead of letting the pool retry opening it until it times out.
+fn check_sqlite_file(path: &str) -> Result<(), String> {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
+    let mut header = [0u8; 16];
+    let read = file.read(&mut header).map_err(|e| format!("cannot read {path}: {e}"))?;
+    if read == 0 {
+        return Ok(());
+    }
+    if read < header.len() || &header != SQLITE_HEADER {
+        return Err(format!("{path} is not an SQLite database (it does not start with the SQLite header); give a new file name or a census database"));
+    }
+    let length = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if length < 512 || length % 512 != 0 {
+        return Err(format!("{path} is a damaged SQLite database: {length} bytes is not a whole number of pages (truncated?)"));
+    }
+    Ok(())
 }
 
 /// A decimal string from the database as a big integer.
@@ -107,7 +172,9 @@ impl SqlStore {
         let (backend, pool) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool = AnyPoolOptions::new()
                 .max_connections(16)
-                .acquire_timeout(Duration::from_secs(30))
+                // Fail fast while the database is down: callers get a
+                // retryable UNAVAILABLE and health turns NOT_SERVING.
+                .acquire_timeout(Duration::from_secs(5))
                 .connect(url)
                 .await
                 .map_err(|e| failed(&e))?;
@@ -116,6 +183,15 @@ impl SqlStore {
             let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
             if path.is_empty() {
                 return Err(failed(&"no file name given"));
+            }
+            check_sqlite_file(path).map_err(|e| failed(&e))?;
+            {
+                // One direct connection first: a damaged file fails here at
+                // once with SQLite's own message.
+                use sqlx::Connection;
+                let mut probe = sqlx::AnyConnection::connect(&format!("sqlite://{path}?mode=rwc")).await.map_err(|e| failed(&e))?;
+                sqlx::query("PRAGMA schema_version").execute(&mut probe).await.map_err(|e| failed(&e))?;
+                let _ = probe.close().await;
             }
             // One connection: SQLite has one writer at a time, and queuing
             // here avoids busy errors on upgrading a read to a write.
@@ -176,7 +252,7 @@ impl SqlStore {
     async fn runs_where(&self, condition: &str, run: Option<RunId>) -> Result<Vec<RunSummary>, StoreError> {
         let sql = format!(
             "SELECT r.id, r.stage, r.counter, r.counter_version, r.redundancy, r.jobs_total, r.jobs_remaining,
-                    r.finished_at, r.open_conflicts
+                    r.finished_at, r.open_conflicts, r.priority, r.cancelled_at
              FROM runs r WHERE {condition} ORDER BY r.id"
         );
         let mut query = sqlx::query(&sql);
@@ -201,6 +277,8 @@ impl SqlStore {
                 jobs_total: total as u64,
                 jobs_done: (total - remaining) as u64,
                 is_final: row.try_get::<Option<i64>, _>(7)?.is_some() && row.try_get::<i64, _>(8)? == 0,
+                priority: row.try_get(9)?,
+                cancelled: row.try_get::<Option<i64>, _>(10)?.is_some(),
             });
         }
         Ok(runs)
@@ -228,6 +306,33 @@ impl SqlStore {
         .fetch_optional(&self.pool)
         .await?
         .ok_or(StoreError::UnknownRun(run))
+    }
+
+    /// Recomputes a final total from the accepted results of the current
+    /// rounds, and refuses a stored total that differs (a tampered or
+    /// damaged database), so that no wrong answer is ever shown as final.
+    async fn recheck_final(&self, run: RunId, s: &BigUint, n0: &BigUint) -> Result<(), StoreError> {
+        let rows = sqlx::query(
+            "SELECT c.size, CAST(SUM(x.count) AS TEXT), COUNT(*) FROM results x
+             JOIN jobs j ON j.id = x.job_id AND j.round = x.round AND j.state = 'done'
+             JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
+             WHERE x.run_id = $1 AND x.outcome = 'accepted'
+             GROUP BY c.class_id, c.size",
+        )
+        .bind(run)
+        .fetch_all(&self.pool)
+        .await?;
+        let accepted: i64 = rows.iter().map(|row| row.try_get::<i64, _>(2)).sum::<Result<i64, _>>()?;
+        let jobs: i64 = self.ensure_run(run).await?.try_get(4)?;
+        let recomputed = Self::exact_s(&rows)?;
+        if accepted != jobs || &recomputed != s || &n0_from_s(&recomputed) != n0 {
+            tracing::error!(run, stored_s = %s, recomputed_s = %recomputed, accepted, jobs, "the stored total does not match the accepted results");
+            return Err(StoreError::TotalMismatch {
+                stored: format!("S = {s}, N0 = {n0}"),
+                computed: format!("S = {recomputed} from {accepted} accepted results of {jobs} jobs"),
+            });
+        }
+        Ok(())
     }
 
     /// S from the class sums, computed in Rust.
@@ -292,51 +397,14 @@ impl SqlStore {
     }
 }
 
-/// A job as a batch of completions sees it.
-struct JobRow {
-    run: RunId,
-    class: i64,
-    state: String,
-    attempt: i64,
-    token: Option<String>,
-    count: Option<i64>,
-    votes: i64,
-    redundancy: i64,
-    conflict: bool,
-}
-
-/// One row of the append-only results table.
-struct ResultRow {
-    job: JobId,
-    run: RunId,
-    attempt: i64,
-    worker: String,
-    count: i64,
-    elapsed_ms: f64,
-    counter_version: String,
-    outcome: &'static str,
-}
-
-/// What a batch of completions changes outside the job rows.
-#[derive(Default)]
-struct Deltas {
-    /// Jobs newly flagged with a conflict.
-    conflicted: Vec<JobId>,
-    /// Jobs failed by a disagreement between redundant workers.
-    failed: Vec<JobId>,
-    /// (run, class) -> (count added, seeds done added)
-    classes: BTreeMap<(RunId, i64), (u64, i64)>,
-    /// run -> (jobs done, conflicts opened, failed jobs added, count of the jobs done)
-    runs: BTreeMap<RunId, (i64, i64, i64, i64)>,
-    /// (run, worker) -> (results accepted, completions)
-    workers: BTreeMap<(RunId, String), (i64, i64)>,
-}
-
 #[async_trait]
 impl JobStore for SqlStore {
     async fn create_run(&self, spec: &RunSpec, classes: &[ClassSpec]) -> Result<RunId, StoreError> {
-        if spec.redundancy == 0 {
-            return Err(StoreError::Invalid("the redundancy factor must be at least 1".into()));
+        if spec.redundancy == 0 || spec.redundancy > MAX_REDUNDANCY {
+            return Err(StoreError::Invalid(format!(
+                "the redundancy factor must be 1 to {MAX_REDUNDANCY}, not {}",
+                spec.redundancy
+            )));
         }
         if classes.is_empty() {
             return Err(StoreError::Invalid("a run needs at least one class".into()));
@@ -358,6 +426,13 @@ impl JobStore for SqlStore {
             }
         }
         if let Some(run) = self.find_run(spec).await? {
+            let resumed = sqlx::query("UPDATE runs SET cancelled_at = NULL WHERE id = $1 AND cancelled_at IS NOT NULL")
+                .bind(run)
+                .execute(&self.pool)
+                .await?;
+            if resumed.rows_affected() > 0 {
+                tracing::warn!(run, "a cancelled run was submitted again: it resumes");
+            }
             return Ok(run);
         }
 
@@ -422,9 +497,7 @@ impl JobStore for SqlStore {
 
 
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError> {
-        if worker.is_empty() {
-            return Err(StoreError::Invalid("a lease needs a worker id".into()));
-        }
+        crate::check_identity(worker)?;
         if max == 0 {
             return Ok(Vec::new());
         }
@@ -432,45 +505,69 @@ impl JobStore for SqlStore {
             self.run_facts(run).await?;
         }
         let now = now_ms();
+        let held: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND lease_owner = $1 AND lease_expires_at >= $2",
+        )
+        .bind(worker)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get(0)?;
+        let max = i64::from(max).min(i64::from(self.config.max_leases_per_worker) - held);
+        if max <= 0 {
+            return Ok(Vec::new());
+        }
+        let ttl = ttl.min(self.config.max_lease_lifetime);
         let salt = token_salt();
-        // Expired leases first (few), then pending jobs in id order; each is
-        // a short walk of the (state, id) index, however many jobs are done.
+        let runs = sqlx::query(
+            "SELECT id FROM runs WHERE finished_at IS NULL AND cancelled_at IS NULL AND ($1 < 0 OR id = $1)
+             ORDER BY priority DESC, id",
+        )
+        .bind(run.unwrap_or(-1))
+        .fetch_all(&self.pool)
+        .await?;
+        // Runs in priority order; in each, expired leases first (few), then
+        // pending jobs in id order: short walks of the (run, state, id) index.
         let mut rows = Vec::new();
-        for waiting in ["j.state = 'leased' AND j.lease_expires_at < $3", "j.state = 'pending'"] {
-            let wanted = i64::from(max) - rows.len() as i64;
-            if wanted <= 0 {
-                break;
+        'runs: for run in &runs {
+            let run: RunId = run.try_get(0)?;
+            for waiting in ["j.state = 'leased' AND j.lease_expires_at < $3", "j.state = 'pending'"] {
+                let wanted = max - rows.len() as i64;
+                if wanted <= 0 {
+                    break 'runs;
+                }
+                let sql = format!(
+                    "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_owner = $1, lease_expires_at = $2,
+                            lease_started_at = $3, updated_at = $3,
+                            lease_token = $4 || '-' || CAST(id AS TEXT) || '-' || CAST(attempt + 1 AS TEXT)
+                     WHERE {}
+                     RETURNING id, run_id, class_id, seed, attempt, lease_token",
+                    self.backend.id_among(&format!(
+                        // The limit is literal: with a parameter there, Postgres's
+                        // generic plan sorts every pending job of the run.
+                        // An identity votes once per job and round. The check is
+                        // a per-row index probe, made only for jobs with votes:
+                        // as NOT EXISTS, Postgres hashes it from a scan of all results.
+                        "SELECT j.id FROM jobs j
+                         WHERE j.run_id = $5 AND {waiting}
+                           AND CASE WHEN j.votes = 0 THEN 1 = 1
+                                    ELSE (SELECT COUNT(*) FROM results x
+                                          WHERE x.job_id = j.id AND x.worker = $1 AND x.round = j.round) = 0 END
+                         ORDER BY j.id LIMIT {wanted} {}",
+                        self.backend.skip_locked()
+                    ))
+                );
+                rows.extend(
+                    sqlx::query(&sql)
+                        .bind(worker)
+                        .bind(now + ttl.as_millis() as i64)
+                        .bind(now)
+                        .bind(&salt)
+                        .bind(run)
+                        .fetch_all(&self.pool)
+                        .await?,
+                );
             }
-            let sql = format!(
-                "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_owner = $1, lease_expires_at = $2,
-                        updated_at = $3, lease_token = $4 || '-' || CAST(id AS TEXT) || '-' || CAST(attempt + 1 AS TEXT)
-                 WHERE {}
-                 RETURNING id, run_id, class_id, seed, attempt, lease_token",
-                self.backend.id_among(&format!(
-                    // The limit is literal: with a parameter there, Postgres's
-                    // generic plan sorts every pending job of the run.
-                    // A worker votes once per job. The check is a per-row
-                    // index probe, made only for jobs with votes: as NOT
-                    // EXISTS, Postgres hashes it from a scan of all results.
-                    "SELECT j.id FROM jobs j
-                     WHERE {waiting}
-                       AND j.run_id IN (SELECT r.id FROM runs r WHERE r.finished_at IS NULL AND ($5 < 0 OR r.id = $5))
-                       AND CASE WHEN j.votes = 0 THEN 1 = 1
-                                ELSE (SELECT COUNT(*) FROM results x WHERE x.job_id = j.id AND x.worker = $1) = 0 END
-                     ORDER BY j.id LIMIT {wanted} {}",
-                    self.backend.skip_locked()
-                ))
-            );
-            rows.extend(
-                sqlx::query(&sql)
-                    .bind(worker)
-                    .bind(now + ttl.as_millis() as i64)
-                    .bind(now)
-                    .bind(&salt)
-                    .bind(run.unwrap_or(-1))
-                    .fetch_all(&self.pool)
-                    .await?,
-            );
         }
         let mut leases = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -496,13 +593,23 @@ impl JobStore for SqlStore {
         let mut outcome = HeartbeatOutcome::default();
         let now = now_ms();
         for chunk in tokens.chunks(1000) {
-            let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 4)).collect();
+            let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 5)).collect();
+            // A lease is extended while it is held, never past its maximum
+            // lifetime, and never for a cancelled run.
             let sql = format!(
-                "UPDATE jobs SET lease_expires_at = $1, updated_at = $2
-                 WHERE state = 'leased' AND lease_owner = $3 AND lease_token IN ({}) RETURNING lease_token",
+                "UPDATE jobs SET lease_expires_at = {}, updated_at = $2
+                 WHERE state = 'leased' AND lease_owner = $3 AND lease_expires_at >= $2 AND lease_token IN ({})
+                   AND lease_started_at + $4 > $2
+                   AND run_id IN (SELECT id FROM runs WHERE cancelled_at IS NULL)
+                 RETURNING lease_token",
+                self.backend.least("$1", "lease_started_at + $4"),
                 placeholders.join(", ")
             );
-            let mut query = sqlx::query(&sql).bind(now + ttl.as_millis() as i64).bind(now).bind(worker);
+            let mut query = sqlx::query(&sql)
+                .bind(now + ttl.as_millis() as i64)
+                .bind(now)
+                .bind(worker)
+                .bind(self.config.max_lease_lifetime.as_millis() as i64);
             for token in chunk {
                 query = query.bind(token);
             }
@@ -521,320 +628,43 @@ impl JobStore for SqlStore {
     }
 
     async fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
-        let mut outcomes: Vec<Option<Result<CompleteOutcome, StoreError>>> = (0..completions.len()).map(|_| None).collect();
-        let now = now_ms();
-        let mut tx = self.pool.begin().await?;
-
-        // Lock the batch's jobs in id order (so concurrent batches cannot
-        // deadlock), then decide every completion in Rust, then write in bulk.
-        let mut ids: Vec<JobId> = completions.iter().filter(|c| c.count <= MAX_SEED_COUNT).map(|c| c.job_id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let mut jobs: HashMap<JobId, JobRow> = HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(500) {
-            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!(
-                "SELECT j.id, j.run_id, j.class_id, j.state, j.attempt, j.lease_token, j.count, j.votes, r.redundancy, j.conflict
-                 FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({}) ORDER BY j.id {}",
-                placeholders.join(", "),
-                self.backend.for_update()
-            );
-            let mut query = sqlx::query(&sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            for row in query.fetch_all(&mut *tx).await? {
-                let job = JobRow {
-                    run: row.try_get(1)?,
-                    class: row.try_get(2)?,
-                    state: row.try_get(3)?,
-                    attempt: row.try_get(4)?,
-                    token: row.try_get(5)?,
-                    count: row.try_get(6)?,
-                    votes: row.try_get(7)?,
-                    redundancy: row.try_get(8)?,
-                    conflict: row.try_get::<i64, _>(9)? != 0,
-                };
-                jobs.insert(row.try_get(0)?, job);
-            }
-        }
-
-        let mut deltas = Deltas::default();
-        let mut results: Vec<ResultRow> = Vec::new();
-        let mut accepted: Vec<(JobId, &'static str, i64)> = Vec::new();
-        for (i, c) in completions.iter().enumerate() {
-            if c.count > MAX_SEED_COUNT {
-                outcomes[i] = Some(Err(StoreError::AbsurdCount { job: c.job_id, count: c.count, max: MAX_SEED_COUNT }));
-                continue;
-            }
-            let Some(job) = jobs.get_mut(&c.job_id) else {
-                outcomes[i] = Some(Err(StoreError::UnknownJob(c.job_id)));
-                continue;
-            };
-            let count = c.count as i64;
-            let mut result = |outcome: &'static str, job: &JobRow| {
-                results.push(ResultRow {
-                    job: c.job_id,
-                    run: job.run,
-                    attempt: job.attempt,
-                    worker: c.worker.clone(),
-                    count,
-                    elapsed_ms: c.elapsed.as_secs_f64() * 1e3,
-                    counter_version: c.counter_version.clone(),
-                    outcome,
-                })
-            };
-            if job.state == "done" {
-                if job.count == Some(count) {
-                    outcomes[i] = Some(Ok(CompleteOutcome::AlreadyDone));
-                } else {
-                    result("conflict", job);
-                    if !job.conflict {
-                        job.conflict = true;
-                        deltas.conflicted.push(c.job_id);
-                        deltas.runs.entry(job.run).or_default().1 += 1;
-                    }
-                    tracing::warn!(job = c.job_id, stored = job.count, reported = count, worker = %c.worker, "conflicting count");
-                    outcomes[i] = Some(Ok(CompleteOutcome::Conflict { stored: job.count.unwrap_or(0) as u64 }));
-                }
-                continue;
-            }
-            if job.token.as_deref() != Some(c.token.as_str()) {
-                outcomes[i] = Some(Err(StoreError::StaleToken { job: c.job_id }));
-                continue;
-            }
-            let was_failed = job.state == "failed";
-            if job.votes > 0 && job.count != Some(count) {
-                // Redundant workers disagree: the job is flagged and failed until recounted.
-                result("conflict", job);
-                deltas.conflicted.push(c.job_id);
-                deltas.failed.push(c.job_id);
-                let run_delta = deltas.runs.entry(job.run).or_default();
-                run_delta.1 += 1;
-                if !was_failed {
-                    run_delta.2 += 1;
-                }
-                job.state = "failed".into();
-                job.conflict = true;
-                outcomes[i] = Some(Ok(CompleteOutcome::Conflict { stored: job.count.unwrap_or(0) as u64 }));
-                continue;
-            }
-            let done = job.votes + 1 >= job.redundancy;
-            result(if done { "accepted" } else { "vote" }, job);
-            let tally = deltas.workers.entry((job.run, c.worker.clone())).or_default();
-            tally.0 += 1;
-            tally.1 += count;
-            if was_failed {
-                deltas.runs.entry(job.run).or_default().2 -= 1;
-            }
-            if done {
-                let class_delta = deltas.classes.entry((job.run, job.class)).or_default();
-                class_delta.0 += c.count;
-                class_delta.1 += 1;
-                let run_delta = deltas.runs.entry(job.run).or_default();
-                run_delta.0 += 1;
-                run_delta.3 += count;
-            }
-            accepted.push((c.job_id, if done { "done" } else { "pending" }, count));
-            job.state = if done { "done".into() } else { "pending".into() };
-            job.count = Some(count);
-            job.votes += 1;
-            // A second report with the same token in this batch is a duplicate, not a vote.
-            if !done {
-                job.token = None;
-            }
-            outcomes[i] = Some(Ok(CompleteOutcome::Recorded));
-        }
-
-        for chunk in results.chunks(300) {
-            let mut sql = String::from(
-                "INSERT INTO results (job_id, run_id, attempt, worker, count, elapsed_ms, counter_version, outcome, finished_at) VALUES ",
-            );
-            for i in 0..chunk.len() {
-                let p = i * 8;
-                sql.push_str(&format!(
-                    "{}(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, $0)",
-                    if i > 0 { ", " } else { "" },
-                    p + 2, p + 3, p + 4, p + 5, p + 6, p + 7, p + 8, p + 9
-                ));
-            }
-            // $1 is the time; placeholders are renumbered so it comes first.
-            let sql = sql.replace("$0)", "$1)");
-            let mut query = sqlx::query(&sql).bind(now);
-            for r in chunk {
-                query = query
-                    .bind(r.job)
-                    .bind(r.run)
-                    .bind(r.attempt)
-                    .bind(r.worker.clone())
-                    .bind(r.count)
-                    .bind(r.elapsed_ms)
-                    .bind(r.counter_version.clone())
-                    .bind(r.outcome);
-            }
-            query.execute(&mut *tx).await?;
-        }
-        for chunk in accepted.chunks(500) {
-            let values: Vec<String> =
-                (0..chunk.len()).map(|i| format!("(${}, ${}, ${})", i * 3 + 2, i * 3 + 3, i * 3 + 4)).collect();
-            let sql = format!(
-                "UPDATE jobs SET state = v.column2, count = v.column3, votes = votes + 1, lease_owner = NULL,
-                        lease_expires_at = NULL, updated_at = $1
-                 FROM (VALUES {}) AS v WHERE jobs.id = v.column1",
-                values.join(", ")
-            );
-            let mut query = sqlx::query(&sql).bind(now);
-            for (job, state, count) in chunk {
-                query = query.bind(*job).bind(*state).bind(*count);
-            }
-            query.execute(&mut *tx).await?;
-        }
-        for job in &deltas.conflicted {
-            sqlx::query("UPDATE jobs SET conflict = 1, updated_at = $2 WHERE id = $1").bind(*job).bind(now).execute(&mut *tx).await?;
-        }
-        for job in &deltas.failed {
-            sqlx::query("UPDATE jobs SET state = 'failed', lease_owner = NULL, updated_at = $2 WHERE id = $1")
-                .bind(*job)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
-        for (&(run, class), &(count, seeds)) in &deltas.classes {
-            sqlx::query(
-                "UPDATE classes SET seed_sum = seed_sum + $3, seeds_done = seeds_done + $4 WHERE run_id = $1 AND class_id = $2",
-            )
-            .bind(run)
-            .bind(class)
-            .bind(count as i64)
-            .bind(seeds)
-            .execute(&mut *tx)
-            .await?;
-        }
-        for ((run, worker), &(jobs, completions)) in &deltas.workers {
-            sqlx::query(
-                "INSERT INTO worker_stats (run_id, worker, jobs, completions, last_seen) VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (run_id, worker) DO UPDATE SET jobs = worker_stats.jobs + excluded.jobs,
-                     completions = worker_stats.completions + excluded.completions, last_seen = excluded.last_seen",
-            )
-            .bind(*run)
-            .bind(worker.clone())
-            .bind(jobs)
-            .bind(completions)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        for (&run, &(done, conflicts, failed, counted)) in &deltas.runs {
-            sqlx::query(
-                "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
-                        failed_jobs = failed_jobs + $4, counted = counted + $5 WHERE id = $1",
-            )
-            .bind(run)
-            .bind(done)
-            .bind(conflicts)
-            .bind(failed)
-            .bind(counted)
-            .execute(&mut *tx)
-            .await?;
-            if done > 0 {
-                self.finish_if_complete(&mut tx, run).await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(outcomes.into_iter().map(|o| o.expect("every completion has an outcome")).collect())
+        self.complete_batch(completions).await
     }
 
     async fn recount(&self, job: JobId) -> Result<(), StoreError> {
+        self.recount_job(job).await
+    }
+
+    async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
+        self.fail_job(job, token, worker, reason).await
+    }
+
+    async fn requeue(&self, run: RunId, job: Option<JobId>) -> Result<u64, StoreError> {
+        self.requeue_jobs(run, job).await
+    }
+
+    async fn cancel_run(&self, run: RunId) -> Result<(), StoreError> {
+        self.ensure_run(run).await?;
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(&format!(
-            "SELECT j.state, j.count, j.conflict, j.run_id, j.class_id FROM jobs j WHERE j.id = $1 {}",
-            self.backend.for_update()
-        ))
-        .bind(job)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(StoreError::UnknownJob(job))?;
-        let state: String = row.try_get(0)?;
-        let count: Option<i64> = row.try_get(1)?;
-        let run: RunId = row.try_get(3)?;
-        let class: i64 = row.try_get(4)?;
-        if row.try_get::<i64, _>(2)? == 0 {
-            return Err(StoreError::Invalid(format!("job {job} has no conflict to resolve")));
-        }
-        let (done, failed) = (state == "done", state == "failed");
-        if done {
-            sqlx::query("UPDATE classes SET seed_sum = seed_sum - $3, seeds_done = seeds_done - 1 WHERE run_id = $1 AND class_id = $2")
-                .bind(run)
-                .bind(class)
-                .bind(count.unwrap_or(0))
-                .execute(&mut *tx)
-                .await?;
-        }
+        sqlx::query("UPDATE runs SET cancelled_at = $2 WHERE id = $1 AND cancelled_at IS NULL").bind(run).bind(now).execute(&mut *tx).await?;
         sqlx::query(
-            "UPDATE runs SET open_conflicts = open_conflicts - 1, jobs_remaining = jobs_remaining + $2,
-                    failed_jobs = failed_jobs - $3, counted = counted - $4, finished_at = NULL, s = NULL, n0 = NULL
-             WHERE id = $1",
+            "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = $2
+             WHERE run_id = $1 AND state = 'leased'",
         )
         .bind(run)
-        .bind(i64::from(done))
-        .bind(i64::from(failed))
-        .bind(if done { count.unwrap_or(0) } else { 0 })
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "UPDATE jobs SET state = 'pending', count = NULL, votes = 0, conflict = 0, lease_owner = NULL,
-                    lease_expires_at = NULL, updated_at = $2 WHERE id = $1",
-        )
-        .bind(job)
         .bind(now)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        tracing::warn!(job, run, "conflict resolved by recounting the job");
+        tracing::warn!(run, "run cancelled");
         Ok(())
     }
 
-    async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
-        let now = now_ms();
-        let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(&format!(
-            "SELECT j.state, j.attempt, j.lease_token, j.run_id FROM jobs j WHERE j.id = $1 {}",
-            self.backend.for_update()
-        ))
-        .bind(job)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(StoreError::UnknownJob(job))?;
-        let state: String = row.try_get(0)?;
-        let attempt: i64 = row.try_get(1)?;
-        let current: Option<String> = row.try_get(2)?;
-        let run: RunId = row.try_get(3)?;
-        if state != "leased" || current.as_deref() != Some(token) {
-            return Err(StoreError::StaleToken { job });
-        }
-        sqlx::query("INSERT INTO failures (job_id, attempt, worker, reason, failed_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(job)
-            .bind(attempt)
-            .bind(worker)
-            .bind(reason)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let exhausted = attempt >= i64::from(self.config.max_attempts);
-        sqlx::query("UPDATE jobs SET state = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 WHERE id = $1")
-            .bind(job)
-            .bind(if exhausted { "failed" } else { "pending" })
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        if exhausted {
-            sqlx::query("UPDATE runs SET failed_jobs = failed_jobs + 1 WHERE id = $1").bind(run).execute(&mut *tx).await?;
-            tracing::error!(job, attempt, reason, "job failed for good");
-        } else {
-            tracing::warn!(job, attempt, reason, "job failed; it will be retried");
-        }
-        tx.commit().await?;
+    async fn set_priority(&self, run: RunId, priority: i64) -> Result<(), StoreError> {
+        self.ensure_run(run).await?;
+        sqlx::query("UPDATE runs SET priority = $2 WHERE id = $1").bind(run).bind(priority).execute(&self.pool).await?;
+        tracing::info!(run, priority, "run priority set");
         Ok(())
     }
 
@@ -855,6 +685,8 @@ impl JobStore for SqlStore {
         progress.leased = leased.try_get::<i64, _>(0)? as u64;
         progress.pending = progress.jobs_total.saturating_sub(progress.done + progress.failed + progress.leased);
         progress.completions_counted = run_row.try_get::<i64, _>(7)?.to_string();
+        let rejected = sqlx::query("SELECT COUNT(*) FROM rejections WHERE run_id = $1").bind(run).fetch_one(&self.pool).await?;
+        progress.rejected = rejected.try_get::<i64, _>(0)? as u64;
 
         let recent = sqlx::query(
             // Results of every outcome: the (run_id, finished_at) index alone answers it.
@@ -895,8 +727,9 @@ impl JobStore for SqlStore {
         let finished: Option<i64> = row.try_get(0)?;
         let conflicts: i64 = row.try_get(1)?;
         if finished.is_some() {
-            let s = big(&row.try_get::<String, _>(2)?)?;
-            let n0 = big(&row.try_get::<String, _>(3)?)?;
+            let s = big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_default())?;
+            let n0 = big(&row.try_get::<Option<String>, _>(3)?.unwrap_or_default())?;
+            self.recheck_final(run, &s, &n0).await?;
             return Ok(RunTotal { run_id: run, is_final: conflicts == 0, s: s.to_string(), n0: n0.to_string() });
         }
         let classes = sqlx::query("SELECT size, CAST(seed_sum AS TEXT) FROM classes WHERE run_id = $1")
@@ -929,5 +762,54 @@ impl JobStore for SqlStore {
                 })
             })
             .collect()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        if self.backend == Backend::Sqlite {
+            let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&self.pool).await;
+        }
+        self.pool.close().await;
+    }
+
+    async fn create_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
+        self.insert_token(name, role, hash).await
+    }
+
+    async fn import_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
+        self.upsert_token(name, role, hash).await
+    }
+
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        self.tokens_where("1 = 1", None).await
+    }
+
+    async fn revoke_token(&self, name: &str) -> Result<bool, StoreError> {
+        self.revoke(name).await
+    }
+
+    async fn find_token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
+        Ok(self.tokens_where("t.hash = $1", Some(hash)).await?.pop())
+    }
+
+    async fn is_quarantined(&self, worker: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT 1 FROM quarantine WHERE worker = $1").bind(worker).fetch_optional(&self.pool).await?;
+        Ok(row.is_some())
+    }
+
+    async fn quarantined(&self) -> Result<Vec<QuarantineEntry>, StoreError> {
+        self.quarantine_list().await
+    }
+
+    async fn release_quarantine(&self, worker: &str) -> Result<bool, StoreError> {
+        let released = sqlx::query("DELETE FROM quarantine WHERE worker = $1").bind(worker).execute(&self.pool).await?;
+        if released.rows_affected() > 0 {
+            tracing::warn!(worker, "released from quarantine");
+        }
+        Ok(released.rows_affected() > 0)
     }
 }

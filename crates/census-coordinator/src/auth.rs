@@ -1,0 +1,152 @@
+//! Credentials: bearer tokens, their hashes, and who may call what.
+//!
+//! A token is `census_` followed by 64 hexadecimal digits: 256 random bits
+//! from the operating system. The database keeps only its SHA-256, so a
+//! leaked database grants nothing; a slow password hash would buy nothing
+//! for a secret this long and would cost on every call.
+//!
+//! ```
+//! use census_coordinator::auth::{generate_token, hash_token, parse_token};
+//! let token = generate_token();
+//! assert!(parse_token(&token).is_ok());
+//! assert_eq!(hash_token(&token).len(), 64);
+//! assert!(parse_token("Bearer census_123").is_err());
+//! ```
+
+use std::collections::HashMap;
+
+use census_store::{JobStore, Role, TokenRecord};
+use sha2::{Digest, Sha256};
+use tonic::Status;
+use tonic::metadata::MetadataMap;
+
+use crate::status_of;
+
+const PREFIX: &str = "census_";
+const SECRET_HEX_DIGITS: usize = 64;
+
+/// A new random token, to be shown once and stored only as its hash.
+pub fn generate_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    let mut token = String::with_capacity(PREFIX.len() + SECRET_HEX_DIGITS);
+    token.push_str(PREFIX);
+    for byte in bytes {
+        token.push_str(&format!("{byte:02x}"));
+    }
+    token
+}
+
+/// The SHA-256 of a token, in hex: what the database keeps.
+pub fn hash_token(token: &str) -> String {
+    Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks a token's form, so that nothing malformed reaches the database.
+pub fn parse_token(token: &str) -> Result<&str, String> {
+    let Some(secret) = token.strip_prefix(PREFIX) else {
+        return Err(format!("a token starts with {PREFIX:?}"));
+    };
+    if secret.len() != SECRET_HEX_DIGITS || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("a token is {PREFIX:?} and {SECRET_HEX_DIGITS} hexadecimal digits"));
+    }
+    Ok(token)
+}
+
+/// What a call needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Leasing and reporting jobs.
+    Worker,
+    /// Changing runs and jobs.
+    Operator,
+    /// Reading runs, progress and results.
+    Read,
+}
+
+/// Who is calling: the token's name and role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub name: String,
+    pub role: Option<Role>,
+}
+
+/// Who may call what.
+#[derive(Debug, Clone, Default)]
+pub struct AuthConfig {
+    /// Reads need no credential.
+    pub public_read: bool,
+    /// Credentials that live only in this process (hash -> name, role):
+    /// `census run` makes its own, so it needs no set-up.
+    pub local: HashMap<String, (String, Role)>,
+}
+
+const HOW_TO_GET_ONE: &str = "an operator creates one with `census token create --role worker --name NAME --database URL` \
+     and passes it as `--token` (or CENSUS_TOKEN)";
+
+fn bearer(metadata: &MetadataMap) -> Result<Option<&str>, Status> {
+    let Some(value) = metadata.get("authorization") else { return Ok(None) };
+    let text = value.to_str().map_err(|_| Status::unauthenticated("the authorization header is not text"))?;
+    let token = text
+        .strip_prefix("Bearer ")
+        .ok_or_else(|| Status::unauthenticated("the authorization header is not `Bearer <token>`"))?;
+    parse_token(token.trim()).map(Some).map_err(|e| Status::unauthenticated(format!("malformed token: {e}")))
+}
+
+/// Decides whether the caller of a request may do what it needs.
+pub async fn authorize(
+    config: &AuthConfig,
+    store: &dyn JobStore,
+    metadata: &MetadataMap,
+    need: Need,
+) -> Result<Caller, Status> {
+    let Some(token) = bearer(metadata)? else {
+        if need == Need::Read && config.public_read {
+            return Ok(Caller { name: "anonymous".into(), role: None });
+        }
+        return Err(Status::unauthenticated(format!(
+            "this call needs a credential (authorization: Bearer <token>); {HOW_TO_GET_ONE}"
+        )));
+    };
+    let hash = hash_token(token);
+    let record = match config.local.get(&hash) {
+        Some((name, role)) => TokenRecord {
+            name: name.clone(),
+            role: *role,
+            created_unix: 0,
+            revoked: false,
+            quarantined: store.is_quarantined(name).await.map_err(status_of)?,
+            rejected: 0,
+        },
+        None => store
+            .find_token(&hash)
+            .await
+            .map_err(status_of)?
+            .ok_or_else(|| Status::unauthenticated(format!("unknown token; {HOW_TO_GET_ONE}")))?,
+    };
+    if record.revoked {
+        return Err(Status::unauthenticated(format!("the token {:?} is revoked", record.name)));
+    }
+    let allowed = match need {
+        Need::Worker => record.role == Role::Worker,
+        Need::Operator => record.role == Role::Operator,
+        Need::Read => matches!(record.role, Role::Operator | Role::Reader),
+    };
+    if !allowed {
+        let wanted = match need {
+            Need::Worker => "worker",
+            Need::Operator => "operator",
+            Need::Read => "reader or operator",
+        };
+        return Err(Status::permission_denied(format!(
+            "the token {:?} has the role {}; this call needs {wanted}",
+            record.name, record.role
+        )));
+    }
+    if record.role == Role::Worker && record.quarantined {
+        return Err(Status::permission_denied(format!(
+            "{:?} is quarantined after rejected results; an operator lifts it with `census token release {}`",
+            record.name, record.name
+        )));
+    }
+    Ok(Caller { name: record.name, role: Some(record.role) })
+}

@@ -1,0 +1,223 @@
+//! CensusService: runs, progress, results and classes for readers; run and
+//! job actions for operators.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use census_math::total::{factorize, kilfoil_estimate, relative_error};
+use census_math::{CounterKind, Stage};
+use census_proto::v1::census_service_server::CensusService;
+use census_proto::v1::{
+    CancelRunRequest, ClassLine, CreateRunRequest, GetProgressRequest, GetResultRequest, ListClassesRequest,
+    ListClassesResponse, ListRunsRequest, ListRunsResponse, Progress, RecountJobRequest, RecountJobResponse,
+    RequeueJobsRequest, RequeueJobsResponse, Run, RunResult, SetRunPriorityRequest, WatchProgressRequest, WorkerLine,
+};
+use census_store::{MAX_REDUNDANCY, RunId, RunSummary};
+use num_bigint::BigUint;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::auth::Need;
+use crate::limits::{self, MAX_NAME_LEN, MAX_WATCH_INTERVAL_MS};
+use crate::{Api, Coordinator, status_of};
+
+fn run_message(run: RunSummary) -> Run {
+    Run {
+        run_id: run.run_id,
+        stage: run.spec.stage,
+        counter: run.spec.counter,
+        counter_version: run.spec.counter_version,
+        redundancy: run.spec.redundancy,
+        classes: run.classes,
+        jobs_total: run.jobs_total,
+        jobs_done: run.jobs_done,
+        r#final: run.is_final,
+        priority: run.priority,
+        cancelled: run.cancelled,
+    }
+}
+
+fn positive(field: &str, id: i64) -> Result<i64, Status> {
+    if id <= 0 {
+        return Err(Status::invalid_argument(format!("{field} {id} is not an id")));
+    }
+    Ok(id)
+}
+
+impl Coordinator {
+    async fn progress(&self, run: RunId) -> Result<Progress, Status> {
+        let progress = self.store.progress(run).await.map_err(status_of)?;
+        let summary = self.store.run(run).await.map_err(status_of)?;
+        let quarantined = self.store.quarantined().await.map_err(status_of)?;
+        Ok(Progress {
+            run_id: run,
+            jobs_total: progress.jobs_total,
+            pending: progress.pending,
+            leased: progress.leased,
+            done: progress.done,
+            failed: progress.failed,
+            conflicts: progress.conflicts,
+            completions_counted: progress.completions_counted,
+            jobs_per_second: progress.jobs_per_second,
+            eta_seconds: progress.eta.map(|d| d.as_secs_f64()).unwrap_or(0.0),
+            workers: progress
+                .workers
+                .into_iter()
+                .map(|w| WorkerLine {
+                    worker_id: w.worker,
+                    jobs: w.jobs,
+                    completions: w.completions,
+                    last_seen_unix: w.last_seen_unix,
+                })
+                .collect(),
+            r#final: summary.is_final,
+            rejected: progress.rejected,
+            quarantined: quarantined.into_iter().map(|q| q.worker).collect(),
+        })
+    }
+}
+
+type ProgressStream = Pin<Box<dyn Stream<Item = Result<Progress, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl CensusService for Api {
+    async fn create_run(&self, request: Request<CreateRunRequest>) -> Result<Response<Run>, Status> {
+        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let request = request.into_inner();
+        limits::bounded("stage", &request.stage, MAX_NAME_LEN)?;
+        limits::bounded("counter", &request.counter, MAX_NAME_LEN)?;
+        let stage: Stage =
+            request.stage.parse().map_err(|e: census_math::UnknownStage| Status::invalid_argument(e.to_string()))?;
+        let counter = if request.counter.is_empty() {
+            CounterKind::default()
+        } else {
+            request
+                .counter
+                .parse()
+                .map_err(|e: census_math::counter::UnknownCounter| Status::invalid_argument(e.to_string()))?
+        };
+        if request.redundancy > MAX_REDUNDANCY {
+            return Err(Status::invalid_argument(format!(
+                "redundancy {} is more than {MAX_REDUNDANCY} identities",
+                request.redundancy
+            )));
+        }
+        let run = self.0.create_run(stage, counter, request.redundancy.max(1)).await.map_err(status_of)?;
+        if request.priority != 0 && request.priority != run.priority {
+            self.0.store.set_priority(run.run_id, request.priority).await.map_err(status_of)?;
+        }
+        tracing::info!(operator = %caller.name, run = run.run_id, stage = %run.spec.stage, counter = %run.spec.counter, "run submitted");
+        let run = self.0.store.run(run.run_id).await.map_err(status_of)?;
+        Ok(Response::new(run_message(run)))
+    }
+
+    async fn list_runs(&self, request: Request<ListRunsRequest>) -> Result<Response<ListRunsResponse>, Status> {
+        self.authorize(request.metadata(), Need::Read).await?;
+        let runs = self.0.store.list_runs().await.map_err(status_of)?;
+        Ok(Response::new(ListRunsResponse { runs: runs.into_iter().map(run_message).collect() }))
+    }
+
+    async fn get_progress(&self, request: Request<GetProgressRequest>) -> Result<Response<Progress>, Status> {
+        self.authorize(request.metadata(), Need::Read).await?;
+        let run = self.0.latest_run(request.into_inner().run_id).await?;
+        Ok(Response::new(self.0.progress(run).await?))
+    }
+
+    type WatchProgressStream = ProgressStream;
+
+    async fn watch_progress(&self, request: Request<WatchProgressRequest>) -> Result<Response<ProgressStream>, Status> {
+        self.authorize(request.metadata(), Need::Read).await?;
+        let request = request.into_inner();
+        let run = self.0.latest_run(request.run_id).await?;
+        let interval = Duration::from_millis(u64::from(request.interval_ms.clamp(100, MAX_WATCH_INTERVAL_MS)));
+        let coordinator = self.0.clone();
+        let (sender, receiver) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            loop {
+                let progress = coordinator.progress(run).await;
+                let last = progress.as_ref().map(|p| p.r#final).unwrap_or(true);
+                if sender.send(progress).await.is_err() || last {
+                    break;
+                }
+                tokio::time::sleep(interval).await;
+            }
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver))))
+    }
+
+    async fn get_result(&self, request: Request<GetResultRequest>) -> Result<Response<RunResult>, Status> {
+        self.authorize(request.metadata(), Need::Read).await?;
+        let run = self.0.latest_run(request.into_inner().run_id).await?;
+        let total = self.0.store.total(run).await.map_err(status_of)?;
+        let s: BigUint = total.s.parse().map_err(|_| Status::internal("the stored S is not a number"))?;
+        let n0: BigUint = total.n0.parse().map_err(|_| Status::internal("the stored N0 is not a number"))?;
+        let estimate = kilfoil_estimate();
+        Ok(Response::new(RunResult {
+            run_id: run,
+            r#final: total.is_final,
+            factorization: factorize(&s).to_string(),
+            kilfoil_estimate: estimate,
+            kilfoil_relative_error: if n0 == BigUint::default() { 0.0 } else { relative_error(estimate, &n0) },
+            s: total.s,
+            n0: total.n0,
+        }))
+    }
+
+    async fn list_classes(&self, request: Request<ListClassesRequest>) -> Result<Response<ListClassesResponse>, Status> {
+        self.authorize(request.metadata(), Need::Read).await?;
+        let run = self.0.latest_run(request.into_inner().run_id).await?;
+        let classes = self.0.store.class_totals(run).await.map_err(status_of)?;
+        let lines = classes
+            .into_iter()
+            .map(|class| {
+                let seed_sum: BigUint = class.seed_sum.parse().unwrap_or_default();
+                ClassLine {
+                    class_id: class.class_id,
+                    representative: class.representative,
+                    size: class.size,
+                    seeds_done: class.seeds_done,
+                    completions: (&seed_sum * 72u32).to_string(),
+                    contribution: (&seed_sum * class.size).to_string(),
+                    seed_sum: class.seed_sum,
+                    complete: class.complete,
+                }
+            })
+            .collect();
+        Ok(Response::new(ListClassesResponse { classes: lines }))
+    }
+
+    async fn recount_job(&self, request: Request<RecountJobRequest>) -> Result<Response<RecountJobResponse>, Status> {
+        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let job = positive("job_id", request.into_inner().job_id)?;
+        self.0.store.recount(job).await.map_err(status_of)?;
+        tracing::warn!(operator = %caller.name, job, "job recounted");
+        Ok(Response::new(RecountJobResponse {}))
+    }
+
+    async fn requeue_jobs(&self, request: Request<RequeueJobsRequest>) -> Result<Response<RequeueJobsResponse>, Status> {
+        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let request = request.into_inner();
+        let run = positive("run_id", request.run_id)?;
+        let job = if request.job_id == 0 { None } else { Some(positive("job_id", request.job_id)?) };
+        let requeued = self.0.store.requeue(run, job).await.map_err(status_of)?;
+        tracing::warn!(operator = %caller.name, run, requeued, "failed jobs requeued");
+        Ok(Response::new(RequeueJobsResponse { requeued }))
+    }
+
+    async fn cancel_run(&self, request: Request<CancelRunRequest>) -> Result<Response<Run>, Status> {
+        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let run = positive("run_id", request.into_inner().run_id)?;
+        self.0.store.cancel_run(run).await.map_err(status_of)?;
+        tracing::warn!(operator = %caller.name, run, "run cancelled");
+        Ok(Response::new(run_message(self.0.store.run(run).await.map_err(status_of)?)))
+    }
+
+    async fn set_run_priority(&self, request: Request<SetRunPriorityRequest>) -> Result<Response<Run>, Status> {
+        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let request = request.into_inner();
+        let run = positive("run_id", request.run_id)?;
+        self.0.store.set_priority(run, request.priority).await.map_err(status_of)?;
+        tracing::info!(operator = %caller.name, run, priority = request.priority, "run priority set");
+        Ok(Response::new(run_message(self.0.store.run(run).await.map_err(status_of)?)))
+    }
+}

@@ -1,0 +1,220 @@
+//! WorkerService: leasing, heartbeats, results and failures. The caller's
+//! identity is its token's name; results are checked against an
+//! independent count before the store sees them.
+
+use census_math::{Band, SEEDS};
+use census_proto::v1::job_outcome::Status as OutcomeStatus;
+use census_proto::v1::worker_service_server::WorkerService;
+use census_proto::v1::{
+    CompleteJobRequest, CompleteJobsRequest, CompleteJobsResponse, FailJobRequest, FailJobResponse, HeartbeatRequest,
+    HeartbeatResponse, Job, JobOutcome, JobResult, LeaseJobsRequest, LeaseJobsResponse,
+};
+use census_store::{CompleteOutcome, Completion, StoreError};
+use tonic::{Request, Response, Status};
+
+use crate::auth::Need;
+use crate::limits::{self, MAX_BATCH, MAX_NAME_LEN, MAX_REASON_LEN, MAX_TOKEN_LEN};
+use crate::{Api, status_of};
+
+/// Checks a reported result's form; the store checks it against the job.
+fn completion_of(worker: &str, result: &JobResult) -> Result<Completion, Status> {
+    let job = result.job_id;
+    if job <= 0 {
+        return Err(Status::invalid_argument(format!("job_id {job} is not a job")));
+    }
+    if result.token.is_empty() {
+        return Err(Status::invalid_argument(format!("job {job}: the lease token is missing")));
+    }
+    limits::bounded("the lease token", &result.token, MAX_TOKEN_LEN)?;
+    limits::bounded("counter_version", &result.counter_version, MAX_NAME_LEN)?;
+    if result.band.is_empty() {
+        return Err(Status::invalid_argument(format!("job {job}: the counted band is missing")));
+    }
+    limits::bounded("band", &result.band, 81)?;
+    Band::parse(&result.band).map_err(|e| Status::invalid_argument(format!("job {job}: band {:?}: {e}", result.band)))?;
+    if result.seed as usize >= SEEDS.len() {
+        return Err(Status::invalid_argument(format!("job {job}: seed {} is not 0-9", result.seed)));
+    }
+    let elapsed = limits::elapsed(result.elapsed_seconds).map_err(|e| Status::invalid_argument(format!("job {job}: {e}")))?;
+    Ok(Completion {
+        job_id: job,
+        token: result.token.clone(),
+        worker: worker.to_string(),
+        band: result.band.clone(),
+        seed: result.seed as u8,
+        counter_version: result.counter_version.clone(),
+        count: result.count,
+        elapsed,
+        checked_count: None,
+    })
+}
+
+fn outcome_of(job_id: i64, outcome: Result<CompleteOutcome, StoreError>) -> JobOutcome {
+    let label = match &outcome {
+        Ok(CompleteOutcome::Recorded) => "recorded",
+        Ok(CompleteOutcome::AlreadyDone) => "repeat",
+        Ok(CompleteOutcome::Conflict { .. }) => "conflict",
+        Err(StoreError::StaleToken { .. } | StoreError::RunCancelled(_)) => "stale",
+        Err(_) => "rejected",
+    };
+    metrics::counter!("census_results_total", "outcome" => label).increment(1);
+    let (status, message) = match outcome {
+        Ok(CompleteOutcome::Recorded) => (OutcomeStatus::Recorded, String::new()),
+        Ok(CompleteOutcome::AlreadyDone) => (OutcomeStatus::AlreadyDone, String::new()),
+        Ok(CompleteOutcome::Conflict { stored }) => (
+            OutcomeStatus::Conflict,
+            format!("job {job_id}: the identities disagree ({stored} first); an operator must recount it"),
+        ),
+        Err(error @ (StoreError::StaleToken { .. } | StoreError::RunCancelled(_))) => {
+            (OutcomeStatus::LeaseLost, error.to_string())
+        }
+        Err(error) => (OutcomeStatus::Rejected, error.to_string()),
+    };
+    JobOutcome { job_id, status: status as i32, message }
+}
+
+impl Api {
+    /// Counts a share of the completions again with the independent
+    /// counter, on a blocking thread, and attaches the checked counts.
+    async fn validate(&self, mut completions: Vec<Completion>) -> Result<Vec<Completion>, Status> {
+        let fraction = self.0.config.validate_fraction;
+        if fraction <= 0.0 || completions.is_empty() {
+            return Ok(completions);
+        }
+        let checker = self.0.checker.clone();
+        tokio::task::spawn_blocking(move || {
+            for completion in &mut completions {
+                if fraction < 1.0 && rand::random::<f64>() >= fraction {
+                    continue;
+                }
+                // The form was checked in `completion_of`; a band that is not
+                // standard cannot be a job's, and the store rejects it.
+                if let Ok(band) = Band::parse(&completion.band)
+                    && band.is_standard()
+                {
+                    completion.checked_count = Some(checker.count(&band, &SEEDS[completion.seed as usize]));
+                }
+            }
+            completions
+        })
+        .await
+        .map_err(|e| Status::internal(format!("validating results failed: {e}")))
+    }
+}
+
+#[tonic::async_trait]
+impl WorkerService for Api {
+    async fn lease_jobs(&self, request: Request<LeaseJobsRequest>) -> Result<Response<LeaseJobsResponse>, Status> {
+        let started = std::time::Instant::now();
+        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let request = request.into_inner();
+        if request.max_jobs == 0 {
+            return Err(Status::invalid_argument("max_jobs must be at least 1"));
+        }
+        if request.run_id < 0 {
+            return Err(Status::invalid_argument(format!("run_id {} is not a run", request.run_id)));
+        }
+        let run = (request.run_id > 0).then_some(request.run_id);
+        let max = request.max_jobs.min(MAX_BATCH);
+        let ttl = self.0.config.lease_ttl;
+        let leases = self.0.store.lease(run, &caller.name, max, ttl).await.map_err(status_of)?;
+        let idle = leases.is_empty()
+            && self.0.store.list_runs().await.map_err(status_of)?.iter().all(|r| r.jobs_done == r.jobs_total || r.cancelled);
+        let jobs = leases
+            .into_iter()
+            .map(|lease| Job {
+                job_id: lease.job_id,
+                run_id: lease.run_id,
+                class_id: lease.class_id,
+                band: lease.band,
+                seed: u32::from(lease.seed),
+                seed_text: SEEDS[lease.seed as usize].to_string(),
+                counter: lease.counter,
+                token: lease.token,
+                attempt: lease.attempt,
+            })
+            .collect::<Vec<Job>>();
+        metrics::counter!("census_jobs_leased_total").increment(jobs.len() as u64);
+        metrics::histogram!("census_lease_seconds").record(started.elapsed().as_secs_f64());
+        Ok(Response::new(LeaseJobsResponse { jobs, lease_ttl_seconds: ttl.as_secs().clamp(1, u64::from(u32::MAX)) as u32, idle }))
+    }
+
+    async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatResponse>, Status> {
+        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let request = request.into_inner();
+        limits::at_most("tokens", request.tokens.len(), MAX_BATCH)?;
+        for token in &request.tokens {
+            limits::bounded("a lease token", token, MAX_TOKEN_LEN)?;
+        }
+        let outcome =
+            self.0.store.heartbeat(&caller.name, &request.tokens, self.0.config.lease_ttl).await.map_err(status_of)?;
+        Ok(Response::new(HeartbeatResponse { cancel_tokens: outcome.lost }))
+    }
+
+    async fn complete_jobs(&self, request: Request<CompleteJobsRequest>) -> Result<Response<CompleteJobsResponse>, Status> {
+        let started = std::time::Instant::now();
+        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let request = request.into_inner();
+        limits::at_most("results", request.results.len(), MAX_BATCH)?;
+        let mut outcomes: Vec<Option<JobOutcome>> = vec![None; request.results.len()];
+        let mut valid = Vec::new();
+        let mut positions = Vec::new();
+        for (i, result) in request.results.iter().enumerate() {
+            match completion_of(&caller.name, result) {
+                Ok(completion) => {
+                    valid.push(completion);
+                    positions.push(i);
+                }
+                Err(status) => {
+                    metrics::counter!("census_results_total", "outcome" => "malformed").increment(1);
+                    tracing::warn!(worker = %caller.name, job = result.job_id, error = %status.message(), "malformed result refused");
+                    outcomes[i] = Some(JobOutcome {
+                        job_id: result.job_id,
+                        status: OutcomeStatus::Rejected as i32,
+                        message: status.message().to_string(),
+                    })
+                }
+            }
+        }
+        let valid = self.validate(valid).await?;
+        let recorded = self.0.store.complete_many(&valid).await.map_err(status_of)?;
+        let recorded_count = recorded.iter().filter(|o| matches!(o, Ok(CompleteOutcome::Recorded))).count();
+        let any_recorded = recorded_count > 0;
+        metrics::counter!("census_worker_results_total", "worker" => caller.name.clone()).increment(recorded_count as u64);
+        for ((position, completion), outcome) in positions.into_iter().zip(&valid).zip(recorded) {
+            outcomes[position] = Some(outcome_of(completion.job_id, outcome));
+        }
+        if any_recorded {
+            self.0.announce_finished_runs().await;
+        }
+        metrics::histogram!("census_complete_seconds").record(started.elapsed().as_secs_f64());
+        Ok(Response::new(CompleteJobsResponse {
+            outcomes: outcomes.into_iter().map(|o| o.expect("every result has an outcome")).collect(),
+        }))
+    }
+
+    async fn complete_job(&self, request: Request<CompleteJobRequest>) -> Result<Response<JobOutcome>, Status> {
+        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let request = request.into_inner();
+        let result = request.result.ok_or_else(|| Status::invalid_argument("result is missing"))?;
+        let completion = completion_of(&caller.name, &result)?;
+        let mut validated = self.validate(vec![completion]).await?;
+        let outcome = self.0.store.complete(&validated.pop().expect("one completion")).await.map_err(status_of)?;
+        if outcome == CompleteOutcome::Recorded {
+            self.0.announce_finished_runs().await;
+        }
+        Ok(Response::new(outcome_of(result.job_id, Ok(outcome))))
+    }
+
+    async fn fail_job(&self, request: Request<FailJobRequest>) -> Result<Response<FailJobResponse>, Status> {
+        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let request = request.into_inner();
+        if request.token.is_empty() {
+            return Err(Status::invalid_argument("the lease token is missing"));
+        }
+        limits::bounded("the lease token", &request.token, MAX_TOKEN_LEN)?;
+        limits::bounded("reason", &request.reason, MAX_REASON_LEN)?;
+        self.0.store.fail(request.job_id, &request.token, &caller.name, &request.reason).await.map_err(status_of)?;
+        Ok(Response::new(FailJobResponse {}))
+    }
+}

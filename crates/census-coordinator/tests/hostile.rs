@@ -1,0 +1,528 @@
+//! The coordinator as a hostile client meets it: every attack of the trust
+//! issue, replayed over gRPC against SQLite and Postgres. Nothing from outside
+//! may change an answer, one lying identity may not make it wrong, and no
+//! request may stop the census.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use census_coordinator::auth::{generate_token, hash_token};
+use census_coordinator::{Coordinator, CoordinatorConfig};
+use census_math::{CounterKind, SEEDS};
+use census_proto::client::{AuthChannel, ClientConfig};
+use census_proto::v1::census_service_client::CensusServiceClient;
+use census_proto::v1::job_outcome::Status as Outcome;
+use census_proto::v1::worker_service_client::WorkerServiceClient;
+use census_proto::v1::*;
+use census_store::{JobStore, Role, StoreConfig};
+use tonic::Code;
+
+const N0: &str = "6670903752021072936960";
+
+struct Harness {
+    url: String,
+    store: Arc<dyn JobStore>,
+    operator: String,
+    reader: String,
+}
+
+impl Harness {
+    async fn start(store: Arc<dyn JobStore>, config: CoordinatorConfig) -> Harness {
+        let coordinator = Coordinator::new(store.clone(), config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(coordinator.serve(listener, std::future::pending()));
+        let mut harness = Harness { url, store, operator: String::new(), reader: String::new() };
+        harness.operator = harness.token("ops", Role::Operator).await;
+        harness.reader = harness.token("auditor", Role::Reader).await;
+        harness
+    }
+
+    async fn token(&self, name: &str, role: Role) -> String {
+        let token = generate_token();
+        self.store.create_token(name, role, &hash_token(&token)).await.unwrap();
+        token
+    }
+
+    fn channel(&self, token: Option<&str>) -> AuthChannel {
+        let config = ClientConfig { url: self.url.clone(), token: token.map(str::to_string), ..ClientConfig::default() };
+        census_proto::client::connect_lazy(&config).unwrap()
+    }
+
+    fn worker(&self, token: &str) -> WorkerServiceClient<AuthChannel> {
+        WorkerServiceClient::new(self.channel(Some(token)))
+    }
+
+    fn census(&self, token: Option<&str>) -> CensusServiceClient<AuthChannel> {
+        CensusServiceClient::new(self.channel(token))
+    }
+
+    async fn create_run(&self, redundancy: u32) -> i64 {
+        self.census(Some(&self.operator))
+            .create_run(CreateRunRequest { stage: "44".into(), counter: String::new(), redundancy, priority: 0 })
+            .await
+            .unwrap()
+            .into_inner()
+            .run_id
+    }
+
+    async fn result(&self, run: i64) -> RunResult {
+        self.census(Some(&self.reader)).get_result(GetResultRequest { run_id: run }).await.unwrap().into_inner()
+    }
+
+    async fn progress(&self, run: i64) -> Progress {
+        self.census(Some(&self.reader)).get_progress(GetProgressRequest { run_id: run }).await.unwrap().into_inner()
+    }
+}
+
+fn true_count(job: &Job) -> u64 {
+    static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
+        std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
+    COUNTER.count(&job.band.parse().unwrap(), &SEEDS[job.seed as usize])
+}
+
+fn report(job: &Job, count: u64) -> JobResult {
+    JobResult {
+        job_id: job.job_id,
+        token: job.token.clone(),
+        band: job.band.clone(),
+        seed: job.seed,
+        count,
+        elapsed_seconds: 0.001,
+        counter_version: "column-sets/1".into(),
+    }
+}
+
+async fn lease(client: &mut WorkerServiceClient<AuthChannel>, run: i64, max: u32) -> Vec<Job> {
+    client
+        .lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: max, run_id: run })
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs
+}
+
+async fn complete(client: &mut WorkerServiceClient<AuthChannel>, results: Vec<JobResult>) -> Vec<JobOutcome> {
+    client
+        .complete_jobs(CompleteJobsRequest { worker_id: String::new(), results })
+        .await
+        .unwrap()
+        .into_inner()
+        .outcomes
+}
+
+/// Counts every job of `run` that `client` may count, honestly; waits for
+/// leases held elsewhere to expire.
+async fn finish(h: &Harness, client: &mut WorkerServiceClient<AuthChannel>, run: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let jobs = lease(client, run, 500).await;
+        if jobs.is_empty() {
+            let progress = h.store.progress(run).await.unwrap();
+            if progress.done == progress.jobs_total || progress.leased == 0 {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "leases never expired: {progress:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        let results = jobs.iter().map(|j| report(j, true_count(j))).collect();
+        for outcome in complete(client, results).await {
+            assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+        }
+    }
+}
+
+fn one_off<T>(outcome: Result<tonic::Response<T>, tonic::Status>) -> tonic::Status {
+    outcome.map(|_| ()).unwrap_err()
+}
+
+async fn without_credentials_only_health_answers(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let mut anonymous = WorkerServiceClient::new(h.channel(None));
+    let refused = one_off(anonymous.lease_jobs(LeaseJobsRequest { worker_id: "w".into(), max_jobs: 1, run_id: 0 }).await);
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    assert!(refused.message().contains("census token create"), "the error says how to get a token: {refused:?}");
+    let mut reader = h.census(None);
+    assert_eq!(one_off(reader.get_progress(GetProgressRequest { run_id: run }).await).code(), Code::Unauthenticated);
+    assert_eq!(one_off(reader.recount_job(RecountJobRequest { job_id: 1 }).await).code(), Code::Unauthenticated);
+    // A made-up token of the right form, and a malformed one.
+    let forged = one_off(h.census(Some(&generate_token())).list_runs(ListRunsRequest {}).await);
+    assert_eq!(forged.code(), Code::Unauthenticated);
+    let malformed = one_off(h.census(Some("census_zz")).list_runs(ListRunsRequest {}).await);
+    assert_eq!(malformed.code(), Code::Unauthenticated);
+    // Health and reflection need nothing.
+    let mut health = tonic_health::pb::health_client::HealthClient::new(h.channel(None));
+    let serving = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap();
+    assert_eq!(serving.into_inner().status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
+}
+
+async fn roles_limit_what_a_token_may_do(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let worker = h.token("node-1", Role::Worker).await;
+    let create = CreateRunRequest { stage: "71".into(), counter: String::new(), redundancy: 1, priority: 0 };
+    let denied = one_off(h.census(Some(&worker)).create_run(create.clone()).await);
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    assert_eq!(one_off(h.census(Some(&h.reader)).create_run(create).await).code(), Code::PermissionDenied);
+    assert_eq!(one_off(h.census(Some(&worker)).get_progress(GetProgressRequest { run_id: run }).await).code(), Code::PermissionDenied);
+    let mut as_operator = h.worker(&h.operator);
+    let denied = one_off(as_operator.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await);
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    // Revocation works at once.
+    assert_eq!(lease(&mut h.worker(&worker), run, 1).await.len(), 1);
+    assert!(h.store.revoke_token("node-1").await.unwrap());
+    let revoked = one_off(h.worker(&worker).lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await);
+    assert_eq!(revoked.code(), Code::Unauthenticated);
+    assert!(revoked.message().contains("revoked"), "{revoked:?}");
+}
+
+async fn public_read_opens_reads_only(store: Arc<dyn JobStore>) {
+    let mut config = CoordinatorConfig::default();
+    config.auth.public_read = true;
+    let h = Harness::start(store, config).await;
+    let run = h.create_run(1).await;
+    let mut anonymous = h.census(None);
+    assert_eq!(anonymous.get_progress(GetProgressRequest { run_id: run }).await.unwrap().into_inner().jobs_total, 440);
+    assert_eq!(one_off(anonymous.cancel_run(CancelRunRequest { run_id: run }).await).code(), Code::Unauthenticated);
+}
+
+/// The four calls that changed a final N0 without credentials, now with a
+/// worker's own token: a made-up lease token on a done job, a recount, a
+/// lease, a wrong count.
+async fn a_final_answer_cannot_be_changed(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let honest = h.token("honest", Role::Worker).await;
+    let mut client = h.worker(&honest);
+    let first = lease(&mut client, run, 1).await.remove(0);
+    let kept = first.clone();
+    complete(&mut client, vec![report(&first, true_count(&first))]).await;
+    finish(&h, &mut client, run).await;
+    assert_eq!(h.result(run).await.n0, N0);
+    assert!(h.result(run).await.r#final);
+
+    let attacker = h.token("attacker", Role::Worker).await;
+    let mut evil = h.worker(&attacker);
+    let mut forged = report(&kept, 12_318_912);
+    forged.token = "made-up".into();
+    let outcome = complete(&mut evil, vec![forged.clone()]).await.remove(0);
+    assert_eq!(outcome.status, Outcome::LeaseLost as i32, "{outcome:?}");
+    forged.token = kept.token.clone();
+    let outcome = complete(&mut evil, vec![forged]).await.remove(0);
+    assert_eq!(outcome.status, Outcome::LeaseLost as i32, "the old token is not the attacker's: {outcome:?}");
+    // The holder itself, contradicting its own accepted count, is rejected.
+    let outcome = complete(&mut client, vec![report(&kept, 12_318_912)]).await.remove(0);
+    assert_eq!(outcome.status, Outcome::Rejected as i32, "{outcome:?}");
+    let recount = one_off(h.census(Some(&h.operator)).recount_job(RecountJobRequest { job_id: kept.job_id }).await);
+    assert_eq!(recount.code(), Code::InvalidArgument, "no conflict, nothing to recount: {recount:?}");
+    assert!(lease(&mut evil, run, 10).await.is_empty());
+    let result = h.result(run).await;
+    assert!(result.r#final);
+    assert_eq!(result.n0, N0);
+}
+
+async fn a_lying_worker_is_caught_and_quarantined(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let liar = h.token("liar", Role::Worker).await;
+    let mut evil = h.worker(&liar);
+    for round in 0..3 {
+        let job = lease(&mut evil, run, 1).await.remove(0);
+        let outcome = complete(&mut evil, vec![report(&job, true_count(&job) + 1)]).await.remove(0);
+        assert_eq!(outcome.status, Outcome::Rejected as i32, "round {round}: {outcome:?}");
+        assert!(outcome.message.contains("independent check"), "{outcome:?}");
+    }
+    let quarantined = one_off(evil.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await);
+    assert_eq!(quarantined.code(), Code::PermissionDenied);
+    assert!(quarantined.message().contains("quarantined"), "{quarantined:?}");
+    let progress = h.progress(run).await;
+    assert_eq!(progress.quarantined, vec!["liar".to_string()]);
+    assert_eq!(progress.rejected, 3);
+    let tokens = h.store.list_tokens().await.unwrap();
+    let liar_record = tokens.iter().find(|t| t.name == "liar").unwrap();
+    assert!(liar_record.quarantined);
+    assert_eq!(liar_record.rejected, 3);
+    // The rejected jobs go to an honest worker; the answer is exact.
+    let honest = h.token("honest", Role::Worker).await;
+    finish(&h, &mut h.worker(&honest), run).await;
+    assert_eq!(h.result(run).await.n0, N0);
+    // The operator lifts the quarantine.
+    assert!(h.store.release_quarantine("liar").await.unwrap());
+    assert!(lease(&mut evil, run, 1).await.is_empty());
+}
+
+/// Without the independent check, redundancy is the defence: the votes of
+/// distinct identities, one each.
+async fn redundancy_counts_distinct_identities(store: Arc<dyn JobStore>) {
+    let config = CoordinatorConfig { validate_fraction: 0.0, ..CoordinatorConfig::default() };
+    let h = Harness::start(store, config).await;
+    let run = h.create_run(2).await;
+    let liar = h.token("liar", Role::Worker).await;
+    let mut evil = h.worker(&liar);
+    let job = lease(&mut evil, run, 1).await.remove(0);
+    let lie = report(&job, true_count(&job) + 1);
+    assert_eq!(complete(&mut evil, vec![lie.clone()]).await[0].status, Outcome::Recorded as i32);
+    // The same token twice, in two calls and in one: a repeat, not a second vote.
+    assert_eq!(complete(&mut evil, vec![lie.clone()]).await[0].status, Outcome::AlreadyDone as i32);
+    let twice = complete(&mut evil, vec![lie.clone(), lie.clone()]).await;
+    assert!(twice.iter().all(|o| o.status == Outcome::AlreadyDone as i32), "{twice:?}");
+    // Made-up worker ids change nothing: the identity is the token's.
+    let again = evil
+        .lease_jobs(LeaseJobsRequest { worker_id: "someone-else".into(), max_jobs: 1000, run_id: run })
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs;
+    assert!(again.iter().all(|j| j.job_id != job.job_id), "an identity votes once per job");
+    assert_eq!(h.progress(run).await.done, 0, "one identity's vote is not a quorum");
+    // Two honest identities outvote it; the liar's vote is recorded as rejected.
+    for name in ["honest-1", "honest-2"] {
+        let token = h.token(name, Role::Worker).await;
+        finish(&h, &mut h.worker(&token), run).await;
+    }
+    let result = h.result(run).await;
+    assert!(result.r#final);
+    assert_eq!(result.n0, N0);
+    assert!(h.progress(run).await.rejected >= 1);
+}
+
+/// A token dies with its lease: recount, fail, requeue and expiry fence it.
+async fn old_tokens_are_fenced(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig { lease_ttl: Duration::from_secs(1), ..CoordinatorConfig::default() }).await;
+    let run = h.create_run(1).await;
+    let token = h.token("w", Role::Worker).await;
+    let mut client = h.worker(&token);
+    // fail, then the old token is useless for complete and fail.
+    let job = lease(&mut client, run, 1).await.remove(0);
+    client
+        .fail_job(FailJobRequest { worker_id: String::new(), job_id: job.job_id, token: job.token.clone(), reason: "x".into() })
+        .await
+        .unwrap();
+    assert_eq!(complete(&mut client, vec![report(&job, true_count(&job))]).await[0].status, Outcome::LeaseLost as i32);
+    let again = one_off(
+        client.fail_job(FailJobRequest { worker_id: String::new(), job_id: job.job_id, token: job.token.clone(), reason: "x".into() }).await,
+    );
+    assert_eq!(again.code(), Code::FailedPrecondition);
+    // Expiry: a lease not heartbeated for its ttl is gone.
+    let job = lease(&mut client, run, 1).await.remove(0);
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert_eq!(complete(&mut client, vec![report(&job, true_count(&job))]).await[0].status, Outcome::LeaseLost as i32);
+    // A report must name the job's band, seed and counter version.
+    let sloppy = h.token("sloppy", Role::Worker).await;
+    let mut client = h.worker(&sloppy);
+    let job = lease(&mut client, run, 1).await.remove(0);
+    let mut wrong_seed = report(&job, true_count(&job));
+    wrong_seed.seed = (job.seed + 1) % 10;
+    let outcome = complete(&mut client, vec![wrong_seed]).await.remove(0);
+    assert_eq!(outcome.status, Outcome::Rejected as i32);
+    assert!(outcome.message.contains("seed"), "{outcome:?}");
+    let job = lease(&mut client, run, 1).await.remove(0);
+    let mut wrong_version = report(&job, true_count(&job));
+    wrong_version.counter_version = "enumerate/1".into();
+    let outcome = complete(&mut client, vec![wrong_version]).await.remove(0);
+    assert_eq!(outcome.status, Outcome::Rejected as i32);
+    // Ten seeds per class: among eleven jobs two bands differ.
+    let jobs = lease(&mut client, run, 11).await;
+    let other = jobs.iter().find(|j| j.band != jobs[0].band).expect("two classes");
+    let mut wrong_band = report(&jobs[0], true_count(other));
+    wrong_band.band = other.band.clone();
+    let outcome = complete(&mut client, vec![wrong_band]).await.remove(0);
+    assert_eq!(outcome.status, Outcome::Rejected as i32, "{outcome:?}");
+    assert!(outcome.message.contains("band"), "{outcome:?}");
+    assert!(h.store.is_quarantined("sloppy").await.unwrap(), "three wrong reports quarantine an identity");
+    finish(&h, &mut h.worker(&token), run).await;
+    let result = h.result(run).await;
+    assert_eq!(result.n0, N0);
+}
+
+async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let mut operator = h.census(Some(&h.operator));
+    let huge = one_off(
+        operator
+            .create_run(CreateRunRequest { stage: "44".into(), counter: String::new(), redundancy: u32::MAX, priority: 0 })
+            .await,
+    );
+    assert_eq!(huge.code(), Code::InvalidArgument, "{huge:?}");
+    let token = h.token("w", Role::Worker).await;
+    let mut client = h.worker(&token);
+    // A megabyte of worker id is ignored: the identity is the token's name.
+    let big_id = "x".repeat(1 << 20);
+    let jobs = client
+        .lease_jobs(LeaseJobsRequest { worker_id: big_id, max_jobs: 2, run_id: run })
+        .await
+        .map(|r| r.into_inner().jobs);
+    if let Ok(jobs) = &jobs {
+        assert!(jobs.len() <= 2);
+    }
+    // Absurd durations and counts are refused, never a panic.
+    let job = lease(&mut client, run, 1).await.remove(0);
+    let mut slow = report(&job, true_count(&job));
+    slow.elapsed_seconds = 1e20;
+    let outcome = complete(&mut client, vec![slow]).await.remove(0);
+    assert_eq!(outcome.status, Outcome::Rejected as i32, "{outcome:?}");
+    let mut nan = report(&job, true_count(&job));
+    nan.elapsed_seconds = f64::NAN;
+    assert_eq!(complete(&mut client, vec![nan]).await[0].status, Outcome::Rejected as i32);
+    let absurd = complete(&mut client, vec![report(&job, u64::MAX)]).await.remove(0);
+    assert_eq!(absurd.status, Outcome::Rejected as i32);
+    assert!(absurd.message.contains("impossible"), "{absurd:?}");
+    let long_reason = one_off(
+        client
+            .fail_job(FailJobRequest { worker_id: String::new(), job_id: 1, token: "t".into(), reason: "r".repeat(100_000) })
+            .await,
+    );
+    assert_eq!(long_reason.code(), Code::InvalidArgument);
+    // Failing every attempt of a job fails it; the operator puts it back.
+    let mut failed = None;
+    for _ in 0..5 {
+        let job = lease(&mut client, run, 1).await.remove(0);
+        failed.get_or_insert(job.job_id);
+        client
+            .fail_job(FailJobRequest { worker_id: String::new(), job_id: job.job_id, token: job.token, reason: "boom".into() })
+            .await
+            .unwrap();
+    }
+    assert_eq!(h.progress(run).await.failed, 1);
+    let requeued = operator.requeue_jobs(RequeueJobsRequest { run_id: run, job_id: 0 }).await.unwrap().into_inner();
+    assert_eq!(requeued.requeued, 1);
+    // A cancelled run hands out nothing; submitting it again resumes it.
+    operator.cancel_run(CancelRunRequest { run_id: run }).await.unwrap();
+    assert!(lease(&mut client, run, 10).await.is_empty());
+    assert_eq!(h.create_run(1).await, run, "the same definition resumes the cancelled run");
+    finish(&h, &mut client, run).await;
+    assert_eq!(h.result(run).await.n0, N0);
+}
+
+/// Heartbeats cannot hold a lease forever, and one identity cannot take the fleet's work.
+async fn leases_are_bounded(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig { lease_ttl: Duration::from_secs(1), ..CoordinatorConfig::default() }).await;
+    let run = h.create_run(1).await;
+    let hog = h.token("hog", Role::Worker).await;
+    let mut client = h.worker(&hog);
+    let held = lease(&mut client, run, 3).await;
+    let tokens: Vec<String> = held.iter().map(|j| j.token.clone()).collect();
+    let mut lost = Vec::new();
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        lost = client
+            .heartbeat(HeartbeatRequest { worker_id: String::new(), tokens: tokens.clone() })
+            .await
+            .unwrap()
+            .into_inner()
+            .cancel_tokens;
+        if !lost.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(lost.len(), 3, "the leases end at the store's max lifetime (2 s in this test)");
+    let other = h.token("other", Role::Worker).await;
+    let taken = lease(&mut h.worker(&other), run, 500).await;
+    assert_eq!(taken.len(), 440, "the hog's jobs went back to the queue");
+}
+
+async fn sqlite_store(config: StoreConfig) -> Arc<dyn JobStore> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!("census-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+    let _ = std::fs::remove_file(&path);
+    census_store::connect(path.to_str().unwrap(), config).await.unwrap()
+}
+
+async fn postgres_store(config: StoreConfig) -> Arc<dyn JobStore> {
+    let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
+    census_store::connect(&url, config).await.unwrap()
+}
+
+/// The store settings of these tests: the defaults, with a short lease lifetime.
+fn config() -> StoreConfig {
+    StoreConfig { max_lease_lifetime: Duration::from_secs(2), ..StoreConfig::default() }
+}
+
+macro_rules! on_both_backends {
+    ($($attack:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $attack() {
+                    super::$attack(super::sqlite_store(super::config()).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $attack() {
+                    super::$attack(super::postgres_store(super::config()).await).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    without_credentials_only_health_answers,
+    roles_limit_what_a_token_may_do,
+    public_read_opens_reads_only,
+    a_final_answer_cannot_be_changed,
+    a_lying_worker_is_caught_and_quarantined,
+    redundancy_counts_distinct_identities,
+    old_tokens_are_fenced,
+    no_request_can_stop_the_census,
+    leases_are_bounded,
+);
+
+/// While Postgres is down, health says NOT_SERVING and calls fail fast with
+/// UNAVAILABLE (retryable), instead of hanging; when it is back, all is well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_is_visible_and_fast() {
+    let mut server = tokio::task::spawn_blocking(|| census_testpg::OwnServer::start("outage")).await.unwrap();
+    let url = server.url().to_string();
+    let store = census_store::connect(&url, config()).await.unwrap();
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(h.channel(None));
+    let status = |health: &mut tonic_health::pb::health_client::HealthClient<AuthChannel>| {
+        let mut health = health.clone();
+        async move { health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap().into_inner().status }
+    };
+    use tonic_health::pb::health_check_response::ServingStatus;
+    assert_eq!(status(&mut health).await, ServingStatus::Serving as i32);
+
+    let mut server = tokio::task::spawn_blocking(move || {
+        server.crash();
+        server
+    })
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while status(&mut health).await != ServingStatus::NotServing as i32 {
+        assert!(std::time::Instant::now() < deadline, "health still SERVING 20 s into the outage");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let started = std::time::Instant::now();
+    let down = h.census(Some(&h.reader)).get_progress(GetProgressRequest { run_id: run }).await.unwrap_err();
+    assert_eq!(down.code(), Code::Unavailable, "{down:?}");
+    assert!(started.elapsed() < Duration::from_secs(15), "failed fast: {:?}", started.elapsed());
+
+    let _server = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while status(&mut health).await != ServingStatus::Serving as i32 {
+        if std::time::Instant::now() > deadline {
+            let ping = h.store.ping().await;
+            let fresh = census_store::connect(&url, config()).await.map(|_| ());
+            panic!("health did not come back; ping: {ping:?}; a fresh pool: {fresh:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(h.progress(run).await.jobs_total, 440);
+}

@@ -1,0 +1,120 @@
+//! Credentials and quarantine. The store keeps each token's name, role and
+//! hash; it never sees a secret, and it never decides who may call what
+//! (that is the coordinator's job).
+
+use sqlx::Row;
+
+use super::{SqlStore, now_ms};
+use crate::{QuarantineEntry, Role, StoreError, TokenRecord, check_identity};
+
+fn check_hash(hash: &str) -> Result<(), StoreError> {
+    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(StoreError::Invalid("a token hash is 64 hexadecimal digits".into()));
+    }
+    Ok(())
+}
+
+impl SqlStore {
+    pub(crate) async fn insert_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
+        check_identity(name)?;
+        check_hash(hash)?;
+        let inserted = sqlx::query("INSERT INTO api_tokens (name, role, hash, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(name)
+            .bind(role.as_str())
+            .bind(hash)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await;
+        match inserted {
+            Ok(_) => {
+                tracing::info!(name, %role, "token created");
+                Ok(())
+            }
+            Err(sqlx::Error::Database(error)) if error.is_unique_violation() => Err(StoreError::Invalid(format!(
+                "a token named {name:?} exists already; revoke it or choose another name"
+            ))),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    pub(crate) async fn upsert_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
+        check_identity(name)?;
+        check_hash(hash)?;
+        let existing = sqlx::query("SELECT role, hash, revoked_at FROM api_tokens WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = existing else {
+            return self.insert_token(name, role, hash).await;
+        };
+        if row.try_get::<Option<i64>, _>(2)?.is_some() {
+            tracing::warn!(name, "the token was revoked and stays revoked; give the secret another name");
+            return Ok(());
+        }
+        if row.try_get::<String, _>(0)? != role.as_str() || row.try_get::<String, _>(1)? != hash {
+            sqlx::query("UPDATE api_tokens SET role = $2, hash = $3 WHERE name = $1")
+                .bind(name)
+                .bind(role.as_str())
+                .bind(hash)
+                .execute(&self.pool)
+                .await?;
+            tracing::info!(name, %role, "token replaced from its secret file");
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn revoke(&self, name: &str) -> Result<bool, StoreError> {
+        let revoked = sqlx::query("UPDATE api_tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at IS NULL")
+            .bind(name)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        if revoked.rows_affected() > 0 {
+            tracing::warn!(name, "token revoked");
+            return Ok(true);
+        }
+        let exists = sqlx::query("SELECT 1 FROM api_tokens WHERE name = $1").bind(name).fetch_optional(&self.pool).await?;
+        Ok(exists.is_some())
+    }
+
+    pub(crate) async fn tokens_where(&self, condition: &str, hash: Option<&str>) -> Result<Vec<TokenRecord>, StoreError> {
+        let sql = format!(
+            "SELECT t.name, t.role, t.created_at, t.revoked_at, q.worker,
+                    (SELECT COUNT(*) FROM rejections r WHERE r.worker = t.name)
+             FROM api_tokens t LEFT JOIN quarantine q ON q.worker = t.name
+             WHERE {condition} ORDER BY t.name"
+        );
+        let mut query = sqlx::query(&sql);
+        if let Some(hash) = hash {
+            query = query.bind(hash);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(TokenRecord {
+                    name: row.try_get(0)?,
+                    role: row.try_get::<String, _>(1)?.parse()?,
+                    created_unix: row.try_get::<i64, _>(2)? / 1000,
+                    revoked: row.try_get::<Option<i64>, _>(3)?.is_some(),
+                    quarantined: row.try_get::<Option<String>, _>(4)?.is_some(),
+                    rejected: row.try_get::<i64, _>(5)? as u64,
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) async fn quarantine_list(&self) -> Result<Vec<QuarantineEntry>, StoreError> {
+        let rows = sqlx::query("SELECT worker, quarantined_at, reason FROM quarantine ORDER BY worker")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(QuarantineEntry {
+                    worker: row.try_get(0)?,
+                    since_unix: row.try_get::<i64, _>(1)? / 1000,
+                    reason: row.try_get(2)?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,154 @@
+//! `census token`: issue, list and revoke the credentials a coordinator
+//! accepts. Tokens are shown once and stored only as their SHA-256.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use census_coordinator::auth::{generate_token, hash_token};
+use census_store::{Role, StoreConfig};
+
+use super::UsageError;
+use super::roles::runtime;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Issue a token: printed once (or written to --output), stored hashed.
+    Create {
+        #[command(flatten)]
+        database: Database,
+        /// worker (lease and report jobs), operator (manage runs) or reader (read progress).
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// The identity: 1 to 64 letters, digits, '.', '_' or '-'. A worker's results are counted under it.
+        #[arg(long)]
+        name: String,
+        /// Write the token to this file (created with mode 0600) instead of printing it.
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
+    /// List every token: name, role, created, revoked, rejected results, quarantine.
+    List {
+        #[command(flatten)]
+        database: Database,
+    },
+    /// Revoke a token at once: every later call with it is refused.
+    Revoke {
+        #[command(flatten)]
+        database: Database,
+        /// The token's name.
+        name: String,
+    },
+    /// Lift the quarantine of a worker whose results were rejected.
+    Release {
+        #[command(flatten)]
+        database: Database,
+        /// The worker's token name.
+        name: String,
+    },
+    /// Write a new random token to each file that does not exist yet,
+    /// without touching any database: for secrets that a coordinator
+    /// registers with `--token-file ROLE:NAME:PATH`.
+    Generate {
+        /// A file to write (mode 0600); repeatable.
+        #[arg(long, required = true)]
+        output: Vec<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct Database {
+    /// The coordinator's database: postgres://user:password@host/db, or an SQLite file path.
+    #[arg(long, env = "CENSUS_DATABASE_URL")]
+    database: String,
+}
+
+fn parse_role(text: &str) -> Result<Role, String> {
+    text.parse().map_err(|_| format!("{text:?} is not a role: worker, operator or reader"))
+}
+
+/// Writes a secret to a new file only its owner can read.
+fn write_secret(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| UsageError(format!("--output {}: {e}", path.display())))?;
+    writeln!(file, "{secret}")?;
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        let open = |database: &Database| {
+            let url = database.database.clone();
+            async move { census_store::connect(&url, StoreConfig::default()).await }
+        };
+        match args.action {
+            Action::Create { database, role, name, output } => {
+                census_store::check_identity(&name).map_err(|e| UsageError(format!("--name: {e}")))?;
+                let store = open(&database).await?;
+                let token = generate_token();
+                store.create_token(&name, role, &hash_token(&token)).await?;
+                match output {
+                    Some(path) => {
+                        write_secret(&path, &token)?;
+                        println!("token {name:?} ({role}) written to {}", path.display());
+                    }
+                    None => {
+                        eprintln!("token {name:?} ({role}) created; it is shown only this once:");
+                        println!("{token}");
+                    }
+                }
+            }
+            Action::List { database } => {
+                let store = open(&database).await?;
+                let tokens = store.list_tokens().await?;
+                println!("{:<24} {:<9} {:>8} {:<8} quarantined", "name", "role", "rejected", "revoked");
+                for token in tokens {
+                    println!(
+                        "{:<24} {:<9} {:>8} {:<8} {}",
+                        token.name,
+                        token.role,
+                        token.rejected,
+                        if token.revoked { "yes" } else { "no" },
+                        if token.quarantined { "YES" } else { "no" }
+                    );
+                }
+            }
+            Action::Revoke { database, name } => {
+                let store = open(&database).await?;
+                if !store.revoke_token(&name).await? {
+                    return Err(UsageError(format!("there is no active token named {name:?}")).into());
+                }
+                println!("token {name:?} revoked");
+            }
+            Action::Release { database, name } => {
+                let store = open(&database).await?;
+                if !store.release_quarantine(&name).await? {
+                    return Err(UsageError(format!("{name:?} is not quarantined")).into());
+                }
+                println!("{name:?} may work again");
+            }
+            Action::Generate { output } => {
+                for path in output {
+                    if path.exists() {
+                        println!("{} exists; keeping it", path.display());
+                    } else {
+                        write_secret(&path, &generate_token())?;
+                        println!("wrote a new token to {}", path.display());
+                    }
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
