@@ -25,9 +25,9 @@ mod brute;
 
 use std::fmt;
 
-pub use bands::{band_count, first_rows, part_count};
+pub use bands::{PART_COLUMNS, band_count, part_count, parts};
 pub use classes::{ColumnSets, ShapeClass, classes};
-pub use jobs::{ShapeJob, count_job, fold, grids, jobs, part_keys};
+pub use jobs::{SPLIT_FROM_C, ShapeJob, count_job, fold, grids, jobs, part_keys};
 
 /// The smallest and largest c handled: 2 x 2 up to 2 x 6 (side 4 to 12).
 pub const MIN_C: usize = 2;
@@ -54,10 +54,12 @@ pub enum ShapeError {
     BadSets { reason: String },
     /// A job key does not parse.
     BadKey { key: String, reason: String },
-    /// A first row (of a part key) is not a row of the band: not a perfect
-    /// matching of columns to digits, or not the one through column 0's
-    /// smallest digit.
-    BadRow { reason: String },
+    /// The column masks of a part key do not start a factor of the band's
+    /// first c / 2 rows through the root edge.
+    BadPart { reason: String },
+    /// Results handed to [`fold`] disagree: two parts of one class with
+    /// different weights, or a key of another shape.
+    BadResults { reason: String },
 }
 
 impl fmt::Display for ShapeError {
@@ -68,7 +70,8 @@ impl fmt::Display for ShapeError {
             }
             ShapeError::BadSets { reason } => write!(f, "bad column sets: {reason}"),
             ShapeError::BadKey { key, reason } => write!(f, "bad shape job key {key:?}: {reason}"),
-            ShapeError::BadRow { reason } => write!(f, "bad first row: {reason}"),
+            ShapeError::BadPart { reason } => write!(f, "bad part of a shape job: {reason}"),
+            ShapeError::BadResults { reason } => write!(f, "inconsistent shape results: {reason}"),
         }
     }
 }
