@@ -16,15 +16,14 @@
 //! ```
 //!
 //! (the first a rows are a decomposition of K, the others one of the rest,
-//! each with column 0 fixed). With a = k / 2 the halves are small: 2 x 4
-//! needs only cycle counts, 2 x 5 a 2-factor and a cubic graph, 2 x 6 two
-//! cubic graphs. The base cases are P_1 = 1 and P_2(G) = 2^(cycles - 1):
-//! each even cycle alternates its two rows in two ways, except column 0's,
-//! which is fixed.
+//! each with column 0 fixed). With a = 2 (see `split`) the rows fall into
+//! 2-factors: 2 x 4 needs only cycle counts, 2 x 5 a 2-factor, a perfect
+//! matching and another 2-factor, 2 x 6 three 2-factors. The base cases are
+//! P_1 = 1 and P_2(G) = 2^(cycles - 1): each even cycle alternates its two
+//! rows in two ways, except column 0's, which is fixed.
 //!
-//! Peeling one row at a time (a = 1 throughout) visits each a-factor K once
-//! per ordering of its rows; splitting in halves visits it once, which is
-//! what makes 2 x 6 reachable at all.
+//! Peeling one row at a time (a = 1 throughout) visits each 2-factor once
+//! per ordering of its rows; taking 2-factors whole visits it once.
 
 use super::classes::ColumnSets;
 use super::{MAX_C, ShapeError};
@@ -47,7 +46,7 @@ pub fn band_count(sets: &ColumnSets) -> u128 {
     let k = sets.c();
     let mut sum = 0u128;
     top_factors(&cols, n, k, &[], &mut |factor, rest| {
-        sum += fixed(factor, n, k / 2) * fixed(rest, n, k - k / 2);
+        sum += fixed(factor, n, split(k)) * fixed(rest, n, k - split(k));
     });
     factorial(k) * sum
 }
@@ -61,26 +60,27 @@ fn factorial(k: usize) -> u128 {
 pub const PART_COLUMNS: usize = 2;
 
 /// The parts F(S) splits into: every choice of the top-level factor K (the
-/// first c / 2 rows' digits) on the first [`PART_COLUMNS`] columns, as one
+/// first a rows' digits, a = 2 from c = 4 on, else 1) on the first [`PART_COLUMNS`] columns, as one
 /// digit mask per column, that passes the degree checks. F(S) is the sum of
 /// [`part_count`] over them; some parts may count 0.
 pub fn parts(sets: &ColumnSets) -> Vec<Vec<u16>> {
     let (cols, n) = graph(sets);
     let k = sets.c();
     let mut found = Vec::new();
-    let mut state = FactorSearch::new(&cols, n, k / 2);
+    let mut state = FactorSearch::new(&cols, n, split(k));
     state.prefixes(0, PART_COLUMNS.min(n), &mut Vec::new(), &mut found);
     found
 }
 
-/// One part of F(S): the bands whose first c / 2 rows take, in column
-/// i < `prefix.len()`, exactly the digits `prefix[i]`, counted with column 0
-/// fixed and multiplied by c! (so `prefix[0]` must be column 0's c / 2
-/// smallest digits, and the parts of all prefixes add up to F(S)).
+/// One part of F(S): the bands whose first a rows (a = 2 from c = 4 on,
+/// else 1) take, in column i < `prefix.len()`, exactly the digits
+/// `prefix[i]`, counted with column 0 fixed and multiplied by c! (so
+/// `prefix[0]` must be column 0's a smallest digits, and the parts of all
+/// prefixes add up to F(S)).
 pub fn part_count(sets: &ColumnSets, prefix: &[u16]) -> Result<u128, ShapeError> {
     let (cols, n) = graph(sets);
     let k = sets.c();
-    let a = (k / 2) as u32;
+    let a = split(k) as u32;
     if prefix.is_empty() || prefix.len() > n {
         return Err(ShapeError::BadPart { reason: format!("{} column masks for {n} columns", prefix.len()) });
     }
@@ -105,7 +105,7 @@ pub fn part_count(sets: &ColumnSets, prefix: &[u16]) -> Result<u128, ShapeError>
     }
     let mut sum = 0u128;
     top_factors(&cols, n, k, prefix, &mut |factor, rest| {
-        sum += fixed(factor, n, k / 2) * fixed(rest, n, k - k / 2);
+        sum += fixed(factor, n, split(k)) * fixed(rest, n, k - split(k));
     });
     Ok(factorial(k) * sum)
 }
@@ -117,14 +117,25 @@ fn graph(sets: &ColumnSets) -> (Columns, usize) {
     (cols, listed.len())
 }
 
-/// Visits every (c / 2)-factor K of the whole graph that takes column 0's
-/// c / 2 smallest digits and starts with `prefix`, with K and G - K.
+/// Visits every split(c)-factor K of the whole graph that takes column 0's
+/// split(c) smallest digits and starts with `prefix`, with K and G - K.
 fn top_factors(cols: &Columns, n: usize, k: usize, prefix: &[u16], visit: &mut impl FnMut(&Columns, &Columns)) {
-    let mut search = FactorSearch::new(cols, n, k / 2);
+    let mut search = FactorSearch::new(cols, n, split(k));
     for (i, &mask) in prefix.iter().enumerate() {
         search.take(i, mask);
     }
     search.run(prefix.len(), visit);
+}
+
+/// How many of k rows the first factor takes: 2 from k = 4 on (so a band
+/// splits into 2-factors, each weighing 2^(cycles - 1) at once), else 1.
+///
+/// Every leaf of the search is one way of cutting the rows into blocks, and
+/// each 2-row block stands for 2^(cycles - 1) decompositions; so the more
+/// 2-row blocks, the fewer leaves: 2 + 2 + 2 for 2 x 6 has fewer leaves
+/// than 3 + 3 (measured: BENCHMARKS.md).
+fn split(k: usize) -> usize {
+    if k >= 4 { 2 } else { 1 }
 }
 
 /// The `a` lowest bits of `mask`.
@@ -151,7 +162,7 @@ fn fixed(cols: &Columns, n: usize, k: usize) -> u128 {
             matchings3(cols, n, 1, first, &mut rest)
         }
         _ => {
-            let a = k / 2;
+            let a = split(k);
             let mut sum = 0u128;
             let mut search = FactorSearch::new(cols, n, a);
             search.run(0, &mut |factor, rest| sum += fixed(factor, n, a) * fixed(rest, n, k - a));

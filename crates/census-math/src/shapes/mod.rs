@@ -11,10 +11,18 @@
 //! ```
 //!
 //! [`classes`] groups the C(2c, c)^c tuples S under digit relabelling, stack
-//! order and the swap of a stack's two columns, which all keep F; [`bands`]
-//! counts F for one tuple; [`jobs`] turns each class into a job for the
-//! engine (a text key, a group label and an exact weight) and folds the
-//! results back into the total.
+//! order and the swap of a stack's two columns, which all keep F (2, 4, 26,
+//! 355 and 63,199 classes for c = 2..6); [`bands`] counts F for one tuple;
+//! [`jobs`] turns each class (or, for 2 x 6, each part of a class) into a job
+//! for the engine (a text key, a group label and an exact weight) and
+//! [`fold`]s the results back into the total.
+//!
+//! The transposed shape (c x 2 boxes) has the same count; the tests check
+//! that by a plain whole-grid backtracker (2 x 2, 2 x 3 and 3 x 2), which
+//! shares no code with the two-band path.
+//!
+//! Everything here is pure and single-threaded: the caller (a worker, the
+//! `shapes` example) decides how jobs are spread over cores and machines.
 
 pub mod bands;
 pub mod classes;
