@@ -39,10 +39,15 @@ fn main() {
     };
     let sample: Option<usize> = match args.get(1).map(String::as_str) {
         None => None,
-        Some("--sample") => Some(args.get(2).and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or_else(|| {
-            eprintln!("{usage}");
-            std::process::exit(2)
-        })),
+        Some("--sample") => Some(
+            args.get(2)
+                .and_then(|n| n.parse().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or_else(|| {
+                    eprintln!("{usage}");
+                    std::process::exit(2)
+                }),
+        ),
         Some(_) => {
             eprintln!("{usage}");
             std::process::exit(2);
@@ -54,11 +59,21 @@ fn main() {
         eprintln!("{e}");
         std::process::exit(2)
     });
-    let classes = jobs.iter().map(|job| &job.group).collect::<std::collections::BTreeSet<_>>().len();
-    println!("2x{c}: {classes} classes, {} jobs, enumerated in {:.2?}", jobs.len(), start.elapsed());
+    let classes = jobs
+        .iter()
+        .map(|job| &job.group)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    println!(
+        "2x{c}: {classes} classes, {} jobs, enumerated in {:.2?}",
+        jobs.len(),
+        start.elapsed()
+    );
 
     let picked: Vec<&ShapeJob> = match sample {
-        Some(n) if n < jobs.len() => (0..n).map(|i| &jobs[i * jobs.len() / n + jobs.len() / (2 * n)]).collect(),
+        Some(n) if n < jobs.len() => (0..n)
+            .map(|i| &jobs[i * jobs.len() / n + jobs.len() / (2 * n)])
+            .collect(),
         _ => jobs.iter().collect(),
     };
     let mut times = Vec::with_capacity(picked.len());
@@ -89,8 +104,15 @@ fn main() {
     );
     if picked.len() == jobs.len() {
         let total = shapes::fold(c, jobs.iter().zip(counts)).expect("consistent results");
-        let published = PUBLISHED_GRIDS.iter().find(|(shape, _)| *shape == c).map(|p| p.1);
-        let verdict = if published == Some(total.to_string().as_str()) { "matches" } else { "DOES NOT MATCH" };
+        let published = PUBLISHED_GRIDS
+            .iter()
+            .find(|(shape, _)| *shape == c)
+            .map(|p| p.1);
+        let verdict = if published == Some(total.to_string().as_str()) {
+            "matches"
+        } else {
+            "DOES NOT MATCH"
+        };
         println!("2x{c} grids = {total} ({verdict} the published total)");
         println!("whole run on one thread: {:.2?}", start.elapsed());
     } else {
