@@ -64,11 +64,17 @@ pub const PART_COLUMNS: usize = 2;
 /// digit mask per column, that passes the degree checks. F(S) is the sum of
 /// [`part_count`] over them; some parts may count 0.
 pub fn parts(sets: &ColumnSets) -> Vec<Vec<u16>> {
+    prefixes(sets, PART_COLUMNS)
+}
+
+/// Like [`parts`] but fixing the first `columns` columns: finer parts, for
+/// sampling the cost of a part (the `shapes` example's `--estimate`).
+pub fn prefixes(sets: &ColumnSets, columns: usize) -> Vec<Vec<u16>> {
     let (cols, n) = graph(sets);
     let k = sets.c();
     let mut found = Vec::new();
     let mut state = FactorSearch::new(&cols, n, split(k));
-    state.prefixes(0, PART_COLUMNS.min(n), &mut Vec::new(), &mut found);
+    state.prefixes(0, columns.clamp(1, n), &mut Vec::new(), &mut found);
     found
 }
 

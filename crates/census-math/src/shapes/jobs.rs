@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use num_bigint::BigUint;
 
-use super::bands::{band_count, part_count, parts};
+use super::bands::{band_count, part_count, parts, prefixes};
 use super::classes::{ColumnSets, classes};
 use super::{ShapeError, check_c};
 
@@ -83,6 +83,22 @@ pub fn part_keys(key: &str) -> Result<Vec<String>, ShapeError> {
     }
     let class = class_key(&sets);
     Ok(parts(&sets)
+        .iter()
+        .map(|prefix| format!("{class}/{}", masks(prefix)))
+        .collect())
+}
+
+/// The keys of the parts of a class key that fix its first `columns`
+/// columns (1..=2c); their counts add up to the class's F. [`part_keys`] is
+/// this at [`super::PART_COLUMNS`]; deeper keys serve to sample the cost of
+/// a part without counting it whole.
+pub fn sub_keys(key: &str, columns: usize) -> Result<Vec<String>, ShapeError> {
+    let (sets, prefix) = parse_key(key)?;
+    if prefix.is_some() {
+        return Err(bad(key, "already a part key"));
+    }
+    let class = class_key(&sets);
+    Ok(prefixes(&sets, columns)
         .iter()
         .map(|prefix| format!("{class}/{}", masks(prefix)))
         .collect())
@@ -251,6 +267,24 @@ mod tests {
                 "2 x {c}"
             );
         }
+    }
+
+    #[test]
+    fn deeper_sub_keys_add_up_to_each_part() {
+        let job = &jobs(4).unwrap()[7];
+        let whole = count_job(&job.key).unwrap();
+        let mut total = 0;
+        for part in part_keys(&job.key).unwrap() {
+            let subs = sub_keys(&job.key, 4).unwrap();
+            let sum: u128 = subs
+                .iter()
+                .filter(|k| k.starts_with(&format!("{part},")))
+                .map(|k| count_job(k).unwrap())
+                .sum();
+            assert_eq!(sum, count_job(&part).unwrap(), "{part}");
+            total += sum;
+        }
+        assert_eq!(total, whole);
     }
 
     #[test]
