@@ -18,8 +18,11 @@ use super::bands::{band_count, part_count, parts, prefixes};
 use super::classes::{ColumnSets, classes};
 use super::{ShapeError, check_c};
 
-/// From this c on, [`jobs`] splits every class into its parts: a 2 x 6 class
-/// is minutes of work, a part a few seconds (BENCHMARKS.md).
+/// From this c on, [`jobs`] splits every class into its parts (15 per
+/// 2 x 6 class). A 2 x 5 class is under a second whole, so it stays one
+/// job; a 2 x 6 class is days of work with this counter and even its parts
+/// take hours (BENCHMARKS.md, "Box shapes"), so the split is the coarsest
+/// useful one and finer keys ([`sub_keys`]) exist for sampling.
 pub const SPLIT_FROM_C: usize = 6;
 
 /// One job of a 2 x c count: a whole class, or one part of one.
