@@ -10,10 +10,10 @@
 //! grids(2 x c) = sum over S of F(S)^2.
 //! ```
 //!
-//! [`classes`] groups the C(2c, c)^c tuples S under digit relabelling, stack
-//! order and the swap of a stack's two columns, which all keep F (2, 4, 26,
-//! 355 and 63,199 classes for c = 2..6); [`bands`] counts F for one tuple;
-//! [`jobs`] turns each class (or, for 2 x 6, each part of a class) into a job
+//! [`classes()`] groups the C(2c, c)^c tuples S under digit relabelling,
+//! stack order and the swap of a stack's two columns, which all keep F (2,
+//! 4, 26, 355 and 63,199 classes for c = 2..6); [`bands`] ([`band_count`])
+//! counts F for one tuple; [`jobs()`] turns each class (or, for 2 x 6, each part of a class) into a job
 //! for the engine (a text key, a group label and an exact weight) and
 //! [`fold`]s the results back into the total.
 //!
