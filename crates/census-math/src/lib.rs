@@ -12,6 +12,7 @@ pub mod classes;
 pub mod counter;
 pub mod essentially_different;
 pub mod seed;
+pub mod shapes;
 pub mod stage;
 pub mod total;
 
