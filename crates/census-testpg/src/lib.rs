@@ -56,7 +56,7 @@ pub fn fresh_database() -> String {
 }
 
 /// Where PostgreSQL's server binaries are: next to `initdb` on PATH (through
-/// its symlink), or under /usr/lib/postgresql/<version>/bin.
+/// its symlink), or under `/usr/lib/postgresql/<version>/bin`.
 pub fn binary(name: &str) -> PathBuf {
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(path) = std::env::var_os("PATH") {

@@ -18,7 +18,7 @@
 //!   A is non-zero on 26 classes besides the identity.
 //! - A(1) = N0 / 9! = 72 x 72 x S, from the 9x9 census's own classes and
 //!   counter, never typed in.
-//! - [`jobs`]: the count as independent jobs with text keys: one per class,
+//! - [`jobs`](mod@jobs): the count as independent jobs with text keys: one per class,
 //!   except the transpose's class, cut into 8 parts; and the checked fold.
 //!   All 282 jobs take about 36 s on one core; the longest about 5.5 s.
 

@@ -37,7 +37,7 @@ type Columns = [u16; MAX_COLS];
 ///
 /// ```
 /// use census_math::shapes::{ColumnSets, band_count};
-/// // 2 x 2 boxes: A_2 = A_1 gives 4 bands, a mixed pair 2 (shared/shapes.md).
+/// // 2 x 2 boxes: A_2 = A_1 gives 4 bands, a mixed pair 2 (docs/mathematics.md).
 /// assert_eq!(band_count(&ColumnSets::new(2, vec![0b0011, 0b0011]).unwrap()), 4);
 /// assert_eq!(band_count(&ColumnSets::new(2, vec![0b0011, 0b0101]).unwrap()), 2);
 /// ```
@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn two_by_two_hand_check() {
-        // shared/shapes.md: with A_1 = {1,2}, A_2 = A_1 or its complement gives
+        // docs/mathematics.md, the 2x2 hand check: with A_1 = {1,2}, A_2 = A_1 or its complement gives
         // F = 4, each of the four mixed pairs F = 2: 16 + 16 + 4 x 4 = 48.
         let mut sum = 0;
         for a2 in (0u16..16).filter(|s| s.count_ones() == 2) {

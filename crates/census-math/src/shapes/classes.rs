@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn class_counts() {
         let counts: Vec<usize> = (2..=5).map(|c| classes(c).unwrap().len()).collect();
-        // 355 for 2 x 5: Pettersen (2005), quoted in shared/shapes.md; 2, 4
+        // 355 for 2 x 5: Pettersen (2005), quoted in docs/mathematics.md; 2, 4
         // and 26 as counted by `orbits_by_union_find`.
         assert_eq!(counts, [2, 4, 26, 355]);
     }

@@ -224,7 +224,7 @@ mod tests {
     use super::super::PUBLISHED_GRIDS;
     use super::*;
 
-    /// The published total for 2 x c, from shared/shapes.md.
+    /// The published total for 2 x c, from docs/mathematics.md.
     fn published(c: usize) -> String {
         PUBLISHED_GRIDS
             .iter()

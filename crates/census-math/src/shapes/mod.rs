@@ -1,6 +1,6 @@
 //! Grids whose boxes are 2 x c (c = 2..6), counted by two bands.
 //!
-//! `shared/shapes.md` has the argument. Transpose the grid so its boxes are
+//! `docs/mathematics.md` ("Other box shapes") has the argument. Transpose the grid so its boxes are
 //! c rows x 2 columns: two bands of c rows, c stacks of two columns. The top
 //! band's column sets S = (A_1 .. A_c) (A_j the c digits of the stack's left
 //! column) fix the bottom band's column sets (each stack's two sets swapped),
@@ -43,7 +43,7 @@ pub const MIN_C: usize = 2;
 pub const MAX_C: usize = 6;
 
 /// Published numbers of 2 x c grids, c = 2..6, as decimal text (the table of
-/// `shared/shapes.md`): 2x3 by hand on the Sudoku Players' Forum (2005), 2x4
+/// `docs/mathematics.md`): 2x3 by hand on the Sudoku Players' Forum (2005), 2x4
 /// by Ed Russell (2005), 2x5 and 2x6 by Kjell Fredrik Pettersen (2005, 2006).
 pub const PUBLISHED_GRIDS: [(usize, &str); 5] = [
     (2, "288"),
