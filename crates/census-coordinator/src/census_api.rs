@@ -190,7 +190,10 @@ impl CensusService for Api {
         Ok(Response::new(self.0.result(run).await?))
     }
 
-    async fn list_classes(&self, request: Request<ListClassesRequest>) -> Result<Response<ListClassesResponse>, Status> {
+    async fn list_classes(
+        &self,
+        request: Request<ListClassesRequest>,
+    ) -> Result<Response<ListClassesResponse>, Status> {
         self.authorize(request.metadata(), Need::Read).await?;
         let run = self.0.latest_run(request.into_inner().run_id).await?;
         Ok(Response::new(ListClassesResponse { classes: self.0.class_lines(run).await? }))
@@ -204,7 +207,10 @@ impl CensusService for Api {
         Ok(Response::new(RecountJobResponse {}))
     }
 
-    async fn requeue_jobs(&self, request: Request<RequeueJobsRequest>) -> Result<Response<RequeueJobsResponse>, Status> {
+    async fn requeue_jobs(
+        &self,
+        request: Request<RequeueJobsRequest>,
+    ) -> Result<Response<RequeueJobsResponse>, Status> {
         let caller = self.authorize(request.metadata(), Need::Operator).await?;
         let request = request.into_inner();
         let run = positive("run_id", request.run_id)?;

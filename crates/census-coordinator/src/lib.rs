@@ -115,7 +115,12 @@ impl Coordinator {
 
     /// Creates (or finds, or resumes) the run of a stage: its class table
     /// is built here, and one job per (class, seed) is stored.
-    pub async fn create_run(&self, stage: Stage, counter: CounterKind, redundancy: u32) -> Result<RunSummary, StoreError> {
+    pub async fn create_run(
+        &self,
+        stage: Stage,
+        counter: CounterKind,
+        redundancy: u32,
+    ) -> Result<RunSummary, StoreError> {
         let table = tokio::task::spawn_blocking(move || ClassTable::build(stage))
             .await
             .map_err(|e| StoreError::Database(format!("building the class table failed: {e}")))?;
@@ -149,8 +154,7 @@ impl Coordinator {
             .build_v1()?;
         let mut builder = tonic::transport::Server::builder();
         if let Some(tls) = &self.config.tls {
-            let mut config =
-                ServerTlsConfig::new().identity(Identity::from_pem(&tls.certificate_pem, &tls.key_pem));
+            let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.certificate_pem, &tls.key_pem));
             if let Some(ca) = &tls.client_ca_pem {
                 config = config.client_ca_root(Certificate::from_pem(ca));
             }
@@ -262,7 +266,11 @@ async fn publish_job_gauges(store: Arc<dyn JobStore>) {
 struct Api(Arc<Coordinator>);
 
 impl Api {
-    async fn authorize(&self, metadata: &tonic::metadata::MetadataMap, need: auth::Need) -> Result<auth::Caller, Status> {
+    async fn authorize(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        need: auth::Need,
+    ) -> Result<auth::Caller, Status> {
         auth::authorize(&self.0.config.auth, self.0.store.as_ref(), metadata, need).await
     }
 }

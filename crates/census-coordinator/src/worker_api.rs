@@ -31,11 +31,13 @@ fn completion_of(worker: &str, result: &JobResult) -> Result<Completion, Status>
         return Err(Status::invalid_argument(format!("job {job}: the counted band is missing")));
     }
     limits::bounded("band", &result.band, 81)?;
-    Band::parse(&result.band).map_err(|e| Status::invalid_argument(format!("job {job}: band {:?}: {e}", result.band)))?;
+    Band::parse(&result.band)
+        .map_err(|e| Status::invalid_argument(format!("job {job}: band {:?}: {e}", result.band)))?;
     if result.seed as usize >= SEEDS.len() {
         return Err(Status::invalid_argument(format!("job {job}: seed {} is not 0-9", result.seed)));
     }
-    let elapsed = limits::elapsed(result.elapsed_seconds).map_err(|e| Status::invalid_argument(format!("job {job}: {e}")))?;
+    let elapsed =
+        limits::elapsed(result.elapsed_seconds).map_err(|e| Status::invalid_argument(format!("job {job}: {e}")))?;
     Ok(Completion {
         job_id: job,
         token: result.token.clone(),
@@ -119,7 +121,14 @@ impl WorkerService for Api {
         let ttl = self.0.config.lease_ttl;
         let leases = self.0.store.lease(run, &caller.name, max, ttl).await.map_err(status_of)?;
         let idle = leases.is_empty()
-            && self.0.store.list_runs().await.map_err(status_of)?.iter().all(|r| r.jobs_done == r.jobs_total || r.cancelled);
+            && self
+                .0
+                .store
+                .list_runs()
+                .await
+                .map_err(status_of)?
+                .iter()
+                .all(|r| r.jobs_done == r.jobs_total || r.cancelled);
         let jobs = leases
             .into_iter()
             .map(|lease| Job {
@@ -136,7 +145,11 @@ impl WorkerService for Api {
             .collect::<Vec<Job>>();
         metrics::counter!("census_jobs_leased_total").increment(jobs.len() as u64);
         metrics::histogram!("census_lease_seconds").record(started.elapsed().as_secs_f64());
-        Ok(Response::new(LeaseJobsResponse { jobs, lease_ttl_seconds: ttl.as_secs().clamp(1, u64::from(u32::MAX)) as u32, idle }))
+        Ok(Response::new(LeaseJobsResponse {
+            jobs,
+            lease_ttl_seconds: ttl.as_secs().clamp(1, u64::from(u32::MAX)) as u32,
+            idle,
+        }))
     }
 
     async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatResponse>, Status> {
@@ -151,7 +164,10 @@ impl WorkerService for Api {
         Ok(Response::new(HeartbeatResponse { cancel_tokens: outcome.lost }))
     }
 
-    async fn complete_jobs(&self, request: Request<CompleteJobsRequest>) -> Result<Response<CompleteJobsResponse>, Status> {
+    async fn complete_jobs(
+        &self,
+        request: Request<CompleteJobsRequest>,
+    ) -> Result<Response<CompleteJobsResponse>, Status> {
         let started = std::time::Instant::now();
         let caller = self.authorize(request.metadata(), Need::Worker).await?;
         let request = request.into_inner();
@@ -180,7 +196,8 @@ impl WorkerService for Api {
         let recorded = self.0.store.complete_many(&valid).await.map_err(status_of)?;
         let recorded_count = recorded.iter().filter(|o| matches!(o, Ok(CompleteOutcome::Recorded))).count();
         let any_recorded = recorded_count > 0;
-        metrics::counter!("census_worker_results_total", "worker" => caller.name.clone()).increment(recorded_count as u64);
+        metrics::counter!("census_worker_results_total", "worker" => caller.name.clone())
+            .increment(recorded_count as u64);
         for ((position, completion), outcome) in positions.into_iter().zip(&valid).zip(recorded) {
             outcomes[position] = Some(outcome_of(completion.job_id, outcome));
         }

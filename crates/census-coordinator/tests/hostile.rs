@@ -45,7 +45,8 @@ impl Harness {
     }
 
     fn channel(&self, token: Option<&str>) -> AuthChannel {
-        let config = ClientConfig { url: self.url.clone(), token: token.map(str::to_string), ..ClientConfig::default() };
+        let config =
+            ClientConfig { url: self.url.clone(), token: token.map(str::to_string), ..ClientConfig::default() };
         census_proto::client::connect_lazy(&config).unwrap()
     }
 
@@ -103,12 +104,7 @@ async fn lease(client: &mut WorkerServiceClient<AuthChannel>, run: i64, max: u32
 }
 
 async fn complete(client: &mut WorkerServiceClient<AuthChannel>, results: Vec<JobResult>) -> Vec<JobOutcome> {
-    client
-        .complete_jobs(CompleteJobsRequest { worker_id: String::new(), results })
-        .await
-        .unwrap()
-        .into_inner()
-        .outcomes
+    client.complete_jobs(CompleteJobsRequest { worker_id: String::new(), results }).await.unwrap().into_inner().outcomes
 }
 
 /// Counts every job of `run` that `client` may count, honestly; waits for
@@ -141,7 +137,8 @@ async fn without_credentials_only_health_answers(store: Arc<dyn JobStore>) {
     let h = Harness::start(store, CoordinatorConfig::default()).await;
     let run = h.create_run(1).await;
     let mut anonymous = WorkerServiceClient::new(h.channel(None));
-    let refused = one_off(anonymous.lease_jobs(LeaseJobsRequest { worker_id: "w".into(), max_jobs: 1, run_id: 0 }).await);
+    let refused =
+        one_off(anonymous.lease_jobs(LeaseJobsRequest { worker_id: "w".into(), max_jobs: 1, run_id: 0 }).await);
     assert_eq!(refused.code(), Code::Unauthenticated);
     assert!(refused.message().contains("census token create"), "the error says how to get a token: {refused:?}");
     let mut reader = h.census(None);
@@ -166,14 +163,20 @@ async fn roles_limit_what_a_token_may_do(store: Arc<dyn JobStore>) {
     let denied = one_off(h.census(Some(&worker)).create_run(create.clone()).await);
     assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
     assert_eq!(one_off(h.census(Some(&h.reader)).create_run(create).await).code(), Code::PermissionDenied);
-    assert_eq!(one_off(h.census(Some(&worker)).get_progress(GetProgressRequest { run_id: run }).await).code(), Code::PermissionDenied);
+    assert_eq!(
+        one_off(h.census(Some(&worker)).get_progress(GetProgressRequest { run_id: run }).await).code(),
+        Code::PermissionDenied
+    );
     let mut as_operator = h.worker(&h.operator);
-    let denied = one_off(as_operator.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await);
+    let denied =
+        one_off(as_operator.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await);
     assert_eq!(denied.code(), Code::PermissionDenied);
     // Revocation works at once.
     assert_eq!(lease(&mut h.worker(&worker), run, 1).await.len(), 1);
     assert!(h.store.revoke_token("node-1").await.unwrap());
-    let revoked = one_off(h.worker(&worker).lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await);
+    let revoked = one_off(
+        h.worker(&worker).lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await,
+    );
     assert_eq!(revoked.code(), Code::Unauthenticated);
     assert!(revoked.message().contains("revoked"), "{revoked:?}");
 }
@@ -234,7 +237,8 @@ async fn a_lying_worker_is_caught_and_quarantined(store: Arc<dyn JobStore>) {
         assert_eq!(outcome.status, Outcome::Rejected as i32, "round {round}: {outcome:?}");
         assert!(outcome.message.contains("independent check"), "{outcome:?}");
     }
-    let quarantined = one_off(evil.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await);
+    let quarantined =
+        one_off(evil.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await);
     assert_eq!(quarantined.code(), Code::PermissionDenied);
     assert!(quarantined.message().contains("quarantined"), "{quarantined:?}");
     let progress = h.progress(run).await;
@@ -290,19 +294,33 @@ async fn redundancy_counts_distinct_identities(store: Arc<dyn JobStore>) {
 
 /// A token dies with its lease: recount, fail, requeue and expiry fence it.
 async fn old_tokens_are_fenced(store: Arc<dyn JobStore>) {
-    let h = Harness::start(store, CoordinatorConfig { lease_ttl: Duration::from_secs(1), ..CoordinatorConfig::default() }).await;
+    let h =
+        Harness::start(store, CoordinatorConfig { lease_ttl: Duration::from_secs(1), ..CoordinatorConfig::default() })
+            .await;
     let run = h.create_run(1).await;
     let token = h.token("w", Role::Worker).await;
     let mut client = h.worker(&token);
     // fail, then the old token is useless for complete and fail.
     let job = lease(&mut client, run, 1).await.remove(0);
     client
-        .fail_job(FailJobRequest { worker_id: String::new(), job_id: job.job_id, token: job.token.clone(), reason: "x".into() })
+        .fail_job(FailJobRequest {
+            worker_id: String::new(),
+            job_id: job.job_id,
+            token: job.token.clone(),
+            reason: "x".into(),
+        })
         .await
         .unwrap();
     assert_eq!(complete(&mut client, vec![report(&job, true_count(&job))]).await[0].status, Outcome::LeaseLost as i32);
     let again = one_off(
-        client.fail_job(FailJobRequest { worker_id: String::new(), job_id: job.job_id, token: job.token.clone(), reason: "x".into() }).await,
+        client
+            .fail_job(FailJobRequest {
+                worker_id: String::new(),
+                job_id: job.job_id,
+                token: job.token.clone(),
+                reason: "x".into(),
+            })
+            .await,
     );
     assert_eq!(again.code(), Code::FailedPrecondition);
     // Expiry: a lease not heartbeated for its ttl is gone.
@@ -343,7 +361,12 @@ async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
     let mut operator = h.census(Some(&h.operator));
     let huge = one_off(
         operator
-            .create_run(CreateRunRequest { stage: "44".into(), counter: String::new(), redundancy: u32::MAX, priority: 0 })
+            .create_run(CreateRunRequest {
+                stage: "44".into(),
+                counter: String::new(),
+                redundancy: u32::MAX,
+                priority: 0,
+            })
             .await,
     );
     assert_eq!(huge.code(), Code::InvalidArgument, "{huge:?}");
@@ -372,7 +395,12 @@ async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
     assert!(absurd.message.contains("impossible"), "{absurd:?}");
     let long_reason = one_off(
         client
-            .fail_job(FailJobRequest { worker_id: String::new(), job_id: 1, token: "t".into(), reason: "r".repeat(100_000) })
+            .fail_job(FailJobRequest {
+                worker_id: String::new(),
+                job_id: 1,
+                token: "t".into(),
+                reason: "r".repeat(100_000),
+            })
             .await,
     );
     assert_eq!(long_reason.code(), Code::InvalidArgument);
@@ -382,7 +410,12 @@ async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
         let job = lease(&mut client, run, 1).await.remove(0);
         failed.get_or_insert(job.job_id);
         client
-            .fail_job(FailJobRequest { worker_id: String::new(), job_id: job.job_id, token: job.token, reason: "boom".into() })
+            .fail_job(FailJobRequest {
+                worker_id: String::new(),
+                job_id: job.job_id,
+                token: job.token,
+                reason: "boom".into(),
+            })
             .await
             .unwrap();
     }
@@ -399,7 +432,9 @@ async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
 
 /// Heartbeats cannot hold a lease forever, and one identity cannot take the fleet's work.
 async fn leases_are_bounded(store: Arc<dyn JobStore>) {
-    let h = Harness::start(store, CoordinatorConfig { lease_ttl: Duration::from_secs(1), ..CoordinatorConfig::default() }).await;
+    let h =
+        Harness::start(store, CoordinatorConfig { lease_ttl: Duration::from_secs(1), ..CoordinatorConfig::default() })
+            .await;
     let run = h.create_run(1).await;
     let hog = h.token("hog", Role::Worker).await;
     let mut client = h.worker(&hog);
@@ -488,7 +523,14 @@ async fn a_database_outage_is_visible_and_fast() {
     let mut health = tonic_health::pb::health_client::HealthClient::new(h.channel(None));
     let status = |health: &mut tonic_health::pb::health_client::HealthClient<AuthChannel>| {
         let mut health = health.clone();
-        async move { health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap().into_inner().status }
+        async move {
+            health
+                .check(tonic_health::pb::HealthCheckRequest { service: String::new() })
+                .await
+                .unwrap()
+                .into_inner()
+                .status
+        }
     };
     use tonic_health::pb::health_check_response::ServingStatus;
     assert_eq!(status(&mut health).await, ServingStatus::Serving as i32);

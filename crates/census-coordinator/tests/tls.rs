@@ -59,7 +59,12 @@ async fn list_runs(config: &ClientConfig) -> Result<usize, String> {
 async fn tls_serves_and_client_certificates_are_required_when_asked() {
     let pki = pki();
     let (url, token) = serve(false, &pki).await;
-    let with_ca = ClientConfig { url: url.clone(), token: Some(token.clone()), tls_ca_pem: Some(pki.ca_pem.clone().into_bytes()), tls_identity_pem: None };
+    let with_ca = ClientConfig {
+        url: url.clone(),
+        token: Some(token.clone()),
+        tls_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
+        tls_identity_pem: None,
+    };
     assert_eq!(list_runs(&with_ca).await, Ok(0));
     let plain = ClientConfig { url: url.replace("https://", "http://"), ..with_ca.clone() };
     assert!(list_runs(&plain).await.is_err(), "TLS options with http:// are refused");
@@ -68,7 +73,12 @@ async fn tls_serves_and_client_certificates_are_required_when_asked() {
     assert!(refused.contains("--tls-ca"), "{refused}");
 
     let (url, token) = serve(true, &pki).await;
-    let anonymous_tls = ClientConfig { url: url.clone(), token: Some(token.clone()), tls_ca_pem: Some(pki.ca_pem.clone().into_bytes()), tls_identity_pem: None };
+    let anonymous_tls = ClientConfig {
+        url: url.clone(),
+        token: Some(token.clone()),
+        tls_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
+        tls_identity_pem: None,
+    };
     assert!(list_runs(&anonymous_tls).await.is_err(), "no client certificate, no connection");
     let mutual = ClientConfig {
         tls_identity_pem: Some((pki.client.0.clone().into_bytes(), pki.client.1.clone().into_bytes())),

@@ -24,7 +24,11 @@ fn russell_stage(c: &mut Criterion) {
     group.bench_function("S with tables", |b| {
         b.iter(|| {
             let counter = CounterKind::ColumnSets.build();
-            table.classes().iter().map(|class| class.size * counter.count_seeds(&class.representative).iter().sum::<u64>()).sum::<u64>()
+            table
+                .classes()
+                .iter()
+                .map(|class| class.size * counter.count_seeds(&class.representative).iter().sum::<u64>())
+                .sum::<u64>()
         })
     });
     group.bench_function("class table (44)", |b| b.iter(|| ClassTable::build(Stage::Russell).classes().len()));

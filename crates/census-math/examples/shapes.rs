@@ -29,9 +29,7 @@ fn usage() -> ! {
 }
 
 fn number(arg: Option<&String>) -> usize {
-    arg.and_then(|n| n.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| usage())
+    arg.and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or_else(|| usage())
 }
 
 /// `count` items spread evenly over `len`, centred in their stretches.
@@ -39,9 +37,7 @@ fn spread(len: usize, count: usize) -> Vec<usize> {
     if count >= len {
         return (0..len).collect();
     }
-    (0..count)
-        .map(|i| i * len / count + len / (2 * count))
-        .collect()
+    (0..count).map(|i| i * len / count + len / (2 * count)).collect()
 }
 
 fn main() {
@@ -55,12 +51,7 @@ fn main() {
         }
         return;
     }
-    let Some(c) = shape
-        .strip_prefix("2x")
-        .and_then(|c| c.parse::<usize>().ok())
-    else {
-        usage()
-    };
+    let Some(c) = shape.strip_prefix("2x").and_then(|c| c.parse::<usize>().ok()) else { usage() };
     let (mut sample, mut estimate) = (None, None);
     let mut rest = args[1..].iter();
     while let Some(flag) = rest.next() {
@@ -76,21 +67,11 @@ fn main() {
         eprintln!("{e}");
         exit(2)
     });
-    let classes = jobs
-        .iter()
-        .map(|job| &job.group)
-        .collect::<BTreeSet<_>>()
-        .len();
-    println!(
-        "2x{c}: {classes} classes, {} jobs, enumerated in {:.2?}",
-        jobs.len(),
-        start.elapsed()
-    );
+    let classes = jobs.iter().map(|job| &job.group).collect::<BTreeSet<_>>().len();
+    println!("2x{c}: {classes} classes, {} jobs, enumerated in {:.2?}", jobs.len(), start.elapsed());
 
-    let picked: Vec<&ShapeJob> = spread(jobs.len(), sample.unwrap_or(jobs.len()))
-        .into_iter()
-        .map(|i| &jobs[i])
-        .collect();
+    let picked: Vec<&ShapeJob> =
+        spread(jobs.len(), sample.unwrap_or(jobs.len())).into_iter().map(|i| &jobs[i]).collect();
     let mut times = Vec::with_capacity(picked.len());
     let mut counts = Vec::with_capacity(picked.len());
     let all = Instant::now();
@@ -117,11 +98,7 @@ fn main() {
     println!(
         "{} jobs {} in {:.2?}: per job median {:.3?}, 99th percentile {:.3?}, max {:.3?}, mean {:.3?}",
         picked.len(),
-        if estimate.is_some() {
-            "estimated"
-        } else {
-            "counted"
-        },
+        if estimate.is_some() { "estimated" } else { "counted" },
         counted,
         at(0.5),
         at(0.99),
@@ -130,15 +107,8 @@ fn main() {
     );
     if counts.len() == jobs.len() {
         let total = shapes::fold(c, jobs.iter().zip(counts)).expect("consistent results");
-        let published = PUBLISHED_GRIDS
-            .iter()
-            .find(|(shape, _)| *shape == c)
-            .map(|p| p.1);
-        let verdict = if published == Some(total.to_string().as_str()) {
-            "matches"
-        } else {
-            "DOES NOT MATCH"
-        };
+        let published = PUBLISHED_GRIDS.iter().find(|(shape, _)| *shape == c).map(|p| p.1);
+        let verdict = if published == Some(total.to_string().as_str()) { "matches" } else { "DOES NOT MATCH" };
         println!("2x{c} grids = {total} ({verdict} the published total)");
         println!("whole run on one thread: {:.2?}", start.elapsed());
     } else {

@@ -171,13 +171,7 @@ mod tests {
             Band::parse("12345678945678912378912345x"),
             Err(BandError::NotADigit { row: 3, column: 9, found: 'x' })
         );
-        assert_eq!(
-            Band::parse("123456789456789123789123455"),
-            Err(BandError::RowRepeat { row: 3, digit: 5 })
-        );
-        assert_eq!(
-            Band::parse("123456789123456789456789123"),
-            Err(BandError::BlockRepeat { block: 1, digit: 1 })
-        );
+        assert_eq!(Band::parse("123456789456789123789123455"), Err(BandError::RowRepeat { row: 3, digit: 5 }));
+        assert_eq!(Band::parse("123456789123456789456789123"), Err(BandError::BlockRepeat { block: 1, digit: 1 }));
     }
 }

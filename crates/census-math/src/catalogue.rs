@@ -20,7 +20,9 @@ const STANDARD_B1: [[u8; 3]; 3] = [[1, 2, 3], [4, 5, 6], [7, 8, 9]];
 /// ```
 pub fn standard_bands() -> Vec<Band> {
     let mut bands = Vec::with_capacity(STANDARD_BANDS);
-    for_each_standard_band(|cells| bands.push(Band::from_cells(cells).expect("enumeration keeps rows and blocks valid")));
+    for_each_standard_band(|cells| {
+        bands.push(Band::from_cells(cells).expect("enumeration keeps rows and blocks valid"))
+    });
     bands
 }
 
@@ -68,7 +70,14 @@ fn fill_standard_bands(normal_only: bool, visit: &mut impl FnMut([u8; 27])) {
     let rows = [0b1110u16, 0b111_0000, 0b11_1000_0000];
     fill(&mut cells, 0, rows, [0, 0], normal_only, visit);
 
-    fn fill(cells: &mut [u8; 27], k: usize, rows: [u16; 3], blocks: [u16; 2], normal_only: bool, visit: &mut impl FnMut([u8; 27])) {
+    fn fill(
+        cells: &mut [u8; 27],
+        k: usize,
+        rows: [u16; 3],
+        blocks: [u16; 2],
+        normal_only: bool,
+        visit: &mut impl FnMut([u8; 27]),
+    ) {
         if k == 18 {
             visit(*cells);
             return;

@@ -126,7 +126,8 @@ impl ClassTable {
     /// The class of any valid band: it is normalized, then looked up.
     pub fn class_of(&self, band: &Band) -> u32 {
         let normal = catalogue::normalize(band);
-        let i = catalogue::catalogue_index(&self.catalogue, &normal).expect("the normal form of a valid band is in the catalogue");
+        let i = catalogue::catalogue_index(&self.catalogue, &normal)
+            .expect("the normal form of a valid band is in the catalogue");
         self.class_of_index[i]
     }
 
@@ -414,7 +415,6 @@ impl UnionFind {
         }
     }
 }
-
 
 #[cfg(test)]
 mod shortcut_tests {

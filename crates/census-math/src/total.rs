@@ -66,11 +66,8 @@ pub fn factorize(n: &BigUint) -> Factorization {
 impl fmt::Display for Factorization {
     /// `2^7 x 27,704,267,971`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self
-            .0
-            .iter()
-            .map(|(p, e)| if *e == 1 { thousands(p) } else { format!("{}^{e}", thousands(p)) })
-            .collect();
+        let parts: Vec<String> =
+            self.0.iter().map(|(p, e)| if *e == 1 { thousands(p) } else { format!("{}^{e}", thousands(p)) }).collect();
         f.write_str(&parts.join(" x "))
     }
 }

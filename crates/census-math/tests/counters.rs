@@ -68,7 +68,12 @@ fn column_sets_equals_enumerate_on_a_sample_of_jobs() {
     // A small class, a large one, and the checkpoint band's, each with a different seed.
     for (class_id, seed) in [(16usize, 3usize), (21, 7), (14, 9)] {
         let rep = &RUSSELL.classes()[class_id].representative;
-        assert_eq!(enumerate.count(rep, &SEEDS[seed]), COLUMN_SETS.count(rep, &SEEDS[seed]), "class {class_id}, seed {}", SEEDS[seed]);
+        assert_eq!(
+            enumerate.count(rep, &SEEDS[seed]),
+            COLUMN_SETS.count(rep, &SEEDS[seed]),
+            "class {class_id}, seed {}",
+            SEEDS[seed]
+        );
     }
 }
 

@@ -3,8 +3,7 @@
 
 use census_math::essentially_different::fixed::{FixedCounter, Split, centraliser_order};
 use census_math::essentially_different::{
-    ClassTerm, FixedJob, GROUP_ORDER, Group, JobKey, Rearrangement, count_job, fold, jobs,
-    parse_key,
+    ClassTerm, FixedJob, GROUP_ORDER, Group, JobKey, Rearrangement, count_job, fold, jobs, parse_key,
 };
 use census_math::total::{PUBLISHED_S, n0_from_s};
 use num_bigint::BigUint;
@@ -50,20 +49,14 @@ const ESSENTIALLY_DIFFERENT: u64 = 5_472_730_538;
 fn the_group_has_275_conjugacy_classes_that_add_up_to_its_order() {
     let classes = Group::new().conjugacy_classes();
     assert_eq!(classes.classes().len(), 275);
-    assert_eq!(
-        classes.classes().iter().map(|c| c.size).sum::<u64>(),
-        GROUP_ORDER as u64
-    );
+    assert_eq!(classes.classes().iter().map(|c| c.size).sum::<u64>(), GROUP_ORDER as u64);
     assert_eq!(GROUP_ORDER, 6usize.pow(8) * 2);
     assert_eq!(classes.classes()[0].size, 1);
 }
 
 #[test]
 fn the_published_table_adds_up_to_the_published_answer() {
-    let sum: u128 = PUBLISHED
-        .iter()
-        .map(|&(size, fixed)| u128::from(size) * fixed)
-        .sum();
+    let sum: u128 = PUBLISHED.iter().map(|&(size, fixed)| u128::from(size) * fixed).sum();
     assert_eq!(sum, 18_384_171_550_626_816);
     assert_eq!(sum, u128::from(ESSENTIALLY_DIFFERENT) * GROUP_ORDER as u128);
 }
@@ -72,39 +65,22 @@ fn the_published_table_adds_up_to_the_published_answer() {
 fn the_identity_job_counts_n0_over_9_factorial_with_the_census_code() {
     let fixed = count_job("ed1 identity").unwrap();
     assert_eq!(fixed, 18_383_222_420_692_992);
-    assert_eq!(
-        BigUint::from(fixed) * 362_880u32,
-        n0_from_s(&BigUint::from(PUBLISHED_S))
-    );
+    assert_eq!(BigUint::from(fixed) * 362_880u32, n0_from_s(&BigUint::from(PUBLISHED_S)));
 }
 
 #[test]
 fn every_class_has_the_published_fixed_count_and_burnside_gives_5_472_730_538() {
     let jobs = jobs();
-    let counts: Vec<u128> = jobs
-        .iter()
-        .map(|job| count_job(&job.key).unwrap())
-        .collect();
+    let counts: Vec<u128> = jobs.iter().map(|job| count_job(&job.key).unwrap()).collect();
     let fold = fold(&jobs, &counts).unwrap();
     assert_eq!(fold.terms.len(), 275);
-    let mut non_zero: Vec<(u64, u128)> = fold
-        .terms
-        .iter()
-        .filter(|term| term.fixed != 0)
-        .map(|term| (term.size, term.fixed))
-        .collect();
+    let mut non_zero: Vec<(u64, u128)> =
+        fold.terms.iter().filter(|term| term.fixed != 0).map(|term| (term.size, term.fixed)).collect();
     let mut published = PUBLISHED.to_vec();
     non_zero.sort_unstable();
     published.sort_unstable();
     assert_eq!(non_zero, published);
-    assert_eq!(
-        fold.terms[0],
-        ClassTerm {
-            class: 0,
-            size: 1,
-            fixed: 18_383_222_420_692_992
-        }
-    );
+    assert_eq!(fold.terms[0], ClassTerm { class: 0, size: 1, fixed: 18_383_222_420_692_992 });
     assert_eq!(fold.sum, BigUint::from(18_384_171_550_626_816u128));
     assert_eq!(fold.sum, BigUint::from(GROUP_ORDER) * ESSENTIALLY_DIFFERENT);
     assert_eq!(fold.answer, BigUint::from(ESSENTIALLY_DIFFERENT));
@@ -114,10 +90,7 @@ fn every_class_has_the_published_fixed_count_and_burnside_gives_5_472_730_538() 
 fn jobs_cover_every_class_once_with_its_size_and_valid_keys() {
     let classes = Group::new().conjugacy_classes();
     let jobs: Vec<FixedJob> = jobs();
-    assert_eq!(
-        jobs.iter().filter(|job| job.key == "ed1 identity").count(),
-        1
-    );
+    assert_eq!(jobs.iter().filter(|job| job.key == "ed1 identity").count(), 1);
     for class in classes.classes() {
         let of_class: Vec<&FixedJob> = jobs.iter().filter(|job| job.class == class.index).collect();
         assert!(!of_class.is_empty(), "class {}", class.index);
@@ -134,25 +107,15 @@ fn jobs_cover_every_class_once_with_its_size_and_valid_keys() {
         }
         // Parts 0..n of one split, each once.
         parts.sort_unstable();
-        assert!(
-            parts
-                .iter()
-                .enumerate()
-                .all(|(i, &(part, parts_n, depth))| part == i as u64
-                    && parts_n == parts.len() as u64
-                    && depth == parts[0].2)
-        );
+        assert!(parts.iter().enumerate().all(|(i, &(part, parts_n, depth))| part == i as u64
+            && parts_n == parts.len() as u64
+            && depth == parts[0].2));
     }
 }
 
 fn representative(name: &str) -> Rearrangement {
     let classes = Group::new().conjugacy_classes();
-    classes
-        .classes()
-        .iter()
-        .map(|c| c.representative)
-        .find(|g| g.to_string() == name)
-        .expect(name)
+    classes.classes().iter().map(|c| c.representative).find(|g| g.to_string() == name).expect(name)
 }
 
 #[test]
@@ -162,15 +125,7 @@ fn the_parts_of_a_split_add_up_to_the_whole() {
     let whole = counter.count(Split::WHOLE);
     assert_eq!(whole, 449_445_888);
     for depth in [3, 8] {
-        let parts: u64 = (0..7)
-            .map(|part| {
-                counter.count(Split {
-                    depth,
-                    part,
-                    parts: 7,
-                })
-            })
-            .sum();
+        let parts: u64 = (0..7).map(|part| counter.count(Split { depth, part, parts: 7 })).sum();
         assert_eq!(parts, whole, "depth {depth}");
     }
 }
@@ -190,11 +145,7 @@ fn first_touch_counts_each_relabelling_orbit_exactly_once() {
         for cycle_type in counter.admissible_cycle_types() {
             let reduced = counter.count_cycle_type(&cycle_type);
             let unreduced = counter.count_cycle_type_unreduced(&cycle_type);
-            assert_eq!(
-                unreduced,
-                reduced * centraliser_order(&cycle_type),
-                "{name} {cycle_type:?}"
-            );
+            assert_eq!(unreduced, reduced * centraliser_order(&cycle_type), "{name} {cycle_type:?}");
             total += reduced;
         }
         assert!(total > 0, "{name}");

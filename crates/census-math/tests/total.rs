@@ -7,7 +7,9 @@ use census_math::{ClassTable, CounterKind, Stage};
 fn stage_s(stage: Stage) -> num_bigint::BigUint {
     let counter = CounterKind::ColumnSets.build();
     let table = ClassTable::build(stage);
-    s_from_classes(table.classes().iter().map(|class| (class.size, counter.count_seeds(&class.representative).iter().sum())))
+    s_from_classes(
+        table.classes().iter().map(|class| (class.size, counter.count_seeds(&class.representative).iter().sum())),
+    )
 }
 
 fn assert_published(stage: Stage) {

@@ -58,7 +58,10 @@ fn endpoint(config: &ClientConfig) -> Result<(Endpoint, Bearer), String> {
     }
     if https {
         let Some(ca) = &config.tls_ca_pem else {
-            return Err(format!("{:?} is https://: give the CA that signed its certificate (--tls-ca FILE)", config.url));
+            return Err(format!(
+                "{:?} is https://: give the CA that signed its certificate (--tls-ca FILE)",
+                config.url
+            ));
         };
         let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
         if let Some((certificate, key)) = &config.tls_identity_pem {
@@ -97,7 +100,11 @@ mod tests {
 
     #[test]
     fn bad_settings_are_named() {
-        let config = |url: &str, token: &str| ClientConfig { url: url.into(), token: Some(token.into()), ..ClientConfig::default() };
+        let config = |url: &str, token: &str| ClientConfig {
+            url: url.into(),
+            token: Some(token.into()),
+            ..ClientConfig::default()
+        };
         assert!(endpoint(&config("http://127.0.0.1:50051", "census_abc")).is_ok());
         assert!(endpoint(&config("not a url", "t")).unwrap_err().contains("is not a coordinator URL"));
         assert!(endpoint(&config("http://h:1", "line\nbreak")).unwrap_err().contains("cannot be sent in a header"));

@@ -15,7 +15,12 @@ const CLIENTS: usize = 2;
 const BATCH: u32 = 1024;
 
 async fn bench(name: &str, store: Arc<dyn JobStore>, classes: &[ClassSpec]) {
-    let spec = RunSpec { stage: "catalogue".into(), counter: "column-sets".into(), counter_version: "bench".into(), redundancy: 1 };
+    let spec = RunSpec {
+        stage: "catalogue".into(),
+        counter: "column-sets".into(),
+        counter_version: "bench".into(),
+        redundancy: 1,
+    };
     let started = Instant::now();
     let run = store.create_run(&spec, classes).await.unwrap();
     let created = started.elapsed();

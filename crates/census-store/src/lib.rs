@@ -226,7 +226,9 @@ pub enum StoreError {
     UnknownRun(RunId),
     #[error("unknown job {0}")]
     UnknownJob(JobId),
-    #[error("job {job}: the lease is not held with this token by this identity (it expired, was released, or the job was leased again)")]
+    #[error(
+        "job {job}: the lease is not held with this token by this identity (it expired, was released, or the job was leased again)"
+    )]
     StaleToken { job: JobId },
     #[error("job {job}: {reason}; the result is rejected")]
     Rejected { job: JobId, reason: String },
@@ -259,7 +261,9 @@ impl StoreError {
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> StoreError {
         let retryable = match &error {
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => {
+                true
+            }
             sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
             // SQLSTATE classes 08 (connection), 40 (serialization, deadlock),
             // 53 (resources) and 57 (shutdown) pass; anything else is permanent.
@@ -368,7 +372,10 @@ pub trait JobStore: Send + Sync {
     /// Records a batch of results in one transaction. A completion that is
     /// refused (stale token, unknown job, absurd count) is refused alone:
     /// the others in the batch are still recorded.
-    async fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError>;
+    async fn complete_many(
+        &self,
+        completions: &[Completion],
+    ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError>;
     /// Resolves a conflict by counting the job again: its accepted count is
     /// taken out of its class (and the total, if the run had finished) and
     /// the job goes back to the queue. Every earlier result stays in the

@@ -22,7 +22,12 @@ fn russell_classes() -> Vec<ClassSpec> {
 }
 
 fn spec(redundancy: u32) -> RunSpec {
-    RunSpec { stage: "russell".into(), counter: "column-sets".into(), counter_version: "column-sets/1".into(), redundancy }
+    RunSpec {
+        stage: "russell".into(),
+        counter: "column-sets".into(),
+        counter_version: "column-sets/1".into(),
+        redundancy,
+    }
 }
 
 /// The true count of a leased job, from the fast counter.
@@ -74,7 +79,11 @@ async fn concurrent_lessees_drain_the_run_exactly(store: Arc<dyn JobStore>) {
                 }
                 for lease in &leases {
                     assert!(held.lock().unwrap().insert(lease.job_id), "job {} leased twice at once", lease.job_id);
-                    assert!(seen.lock().unwrap().insert(lease.job_id), "job {} leased again after completion", lease.job_id);
+                    assert!(
+                        seen.lock().unwrap().insert(lease.job_id),
+                        "job {} leased again after completion",
+                        lease.job_id
+                    );
                 }
                 let done: Vec<Completion> = leases.iter().map(|l| completion(l, &worker, true_count(l))).collect();
                 for lease in &leases {
@@ -198,12 +207,15 @@ async fn disagreeing_identities_open_a_conflict_that_a_recount_resolves(store: A
     }
     let total = store.total(run).await.unwrap();
     assert!(total.is_final);
-    let expected: u64 = (0..10).map(|seed| {
-        let band: census_math::Band = classes[0].representative.parse().unwrap();
-        static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
-            std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
-        COUNTER.count(&band, &SEEDS[seed])
-    }).sum::<u64>() * classes[0].size;
+    let expected: u64 = (0..10)
+        .map(|seed| {
+            let band: census_math::Band = classes[0].representative.parse().unwrap();
+            static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
+                std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
+            COUNTER.count(&band, &SEEDS[seed])
+        })
+        .sum::<u64>()
+        * classes[0].size;
     assert_eq!(total.s, expected.to_string());
 }
 

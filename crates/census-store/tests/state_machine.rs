@@ -16,16 +16,37 @@ const IDENTITIES: [&str; 4] = ["a", "b", "c", "liar"];
 #[derive(Debug, Clone)]
 enum Step {
     /// An identity leases up to n jobs; `expired` leases are born expired.
-    Lease { who: usize, n: u32, expired: bool },
+    Lease {
+        who: usize,
+        n: u32,
+        expired: bool,
+    },
     /// The identity reports its i-th held lease; `lie` adds one to the count;
     /// `forge` uses a made-up token; `steal` reports another identity's lease.
-    Report { who: usize, i: usize, lie: bool, forge: bool, steal: bool },
+    Report {
+        who: usize,
+        i: usize,
+        lie: bool,
+        forge: bool,
+        steal: bool,
+    },
     /// The identity reports the i-th held lease again (a repeat).
-    Repeat { who: usize, i: usize },
-    Fail { who: usize, i: usize },
+    Repeat {
+        who: usize,
+        i: usize,
+    },
+    Fail {
+        who: usize,
+        i: usize,
+    },
     /// The identity heartbeats every lease it holds (and, with `foreign`, another's).
-    Heartbeat { who: usize, foreign: bool },
-    Recount { job: usize },
+    Heartbeat {
+        who: usize,
+        foreign: bool,
+    },
+    Recount {
+        job: usize,
+    },
     Requeue,
 }
 
@@ -73,8 +94,14 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
     let store: Arc<dyn JobStore> = connect(path.to_str().unwrap(), config).await.unwrap();
     let table = ClassTable::build(Stage::Russell);
     let class = &table.classes()[0];
-    let classes = vec![ClassSpec { class_id: class.id, representative: class.representative.to_string(), size: class.size }];
-    let spec = RunSpec { stage: "one-class".into(), counter: "column-sets".into(), counter_version: "column-sets/1".into(), redundancy };
+    let classes =
+        vec![ClassSpec { class_id: class.id, representative: class.representative.to_string(), size: class.size }];
+    let spec = RunSpec {
+        stage: "one-class".into(),
+        counter: "column-sets".into(),
+        counter_version: "column-sets/1".into(),
+        redundancy,
+    };
     let run = store.create_run(&spec, &classes).await.unwrap();
     let mut held: Vec<Vec<Lease>> = vec![Vec::new(); IDENTITIES.len()];
     let mut job_ids: Vec<i64> = Vec::new();
@@ -131,10 +158,13 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
     }
 
     // Honest identities can always finish the run, and it ends exact.
-    let expected: u64 = (0..10).map(|seed| {
-        let lease = Lease { seed, band: class.representative.to_string(), ..dummy_lease() };
-        true_count(&lease)
-    }).sum::<u64>() * class.size;
+    let expected: u64 = (0..10)
+        .map(|seed| {
+            let lease = Lease { seed, band: class.representative.to_string(), ..dummy_lease() };
+            true_count(&lease)
+        })
+        .sum::<u64>()
+        * class.size;
     for _ in 0..20 {
         store.requeue(run, None).await.unwrap();
         let progress = store.progress(run).await.unwrap();
@@ -165,7 +195,16 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
 }
 
 fn dummy_lease() -> Lease {
-    Lease { job_id: 0, run_id: 0, class_id: 0, band: String::new(), seed: 0, attempt: 0, token: String::new(), counter: String::new() }
+    Lease {
+        job_id: 0,
+        run_id: 0,
+        class_id: 0,
+        band: String::new(),
+        seed: 0,
+        attempt: 0,
+        token: String::new(),
+        counter: String::new(),
+    }
 }
 
 /// What holds after every step.
@@ -178,7 +217,11 @@ async fn check(store: &Arc<dyn JobStore>, run: i64) {
         assert_eq!(progress.conflicts, 0, "final only with no open conflict");
     }
     let classes = store.class_totals(run).await.unwrap();
-    assert_eq!(classes.iter().map(|c| c.seeds_done as u64).sum::<u64>(), progress.done, "one accepted count per done job");
+    assert_eq!(
+        classes.iter().map(|c| c.seeds_done as u64).sum::<u64>(),
+        progress.done,
+        "one accepted count per done job"
+    );
 }
 
 proptest! {

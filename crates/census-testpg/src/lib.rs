@@ -321,7 +321,11 @@ fn remove_stale_directories() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("census-testpg-")).and_then(|p| p.split('-').next()?.parse::<u32>().ok()) else {
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("census-testpg-"))
+            .and_then(|p| p.split('-').next()?.parse::<u32>().ok())
+        else {
             continue;
         };
         if !Path::new(&format!("/proc/{pid}")).exists() {

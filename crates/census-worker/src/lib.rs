@@ -212,7 +212,8 @@ impl Worker {
             }
         }
         let cancelled: Arc<Mutex<HashSet<String>>> = Arc::default();
-        let heartbeat = self.spawn_heartbeat(runnable.iter().map(|(job, _)| job.token.clone()).collect(), ttl, cancelled.clone());
+        let heartbeat =
+            self.spawn_heartbeat(runnable.iter().map(|(job, _)| job.token.clone()).collect(), ttl, cancelled.clone());
 
         let threads = self.config.threads.min(runnable.len()).max(1);
         let mut chunks: Vec<Vec<(Job, Arc<dyn Counter>)>> = (0..threads).map(|_| Vec::new()).collect();
@@ -253,7 +254,12 @@ impl Worker {
         Ok(Some(results))
     }
 
-    fn spawn_heartbeat(&self, tokens: Vec<String>, ttl: Duration, cancelled: Arc<Mutex<HashSet<String>>>) -> tokio::task::JoinHandle<()> {
+    fn spawn_heartbeat(
+        &self,
+        tokens: Vec<String>,
+        ttl: Duration,
+        cancelled: Arc<Mutex<HashSet<String>>>,
+    ) -> tokio::task::JoinHandle<()> {
         let mut client = self.client.clone();
         let worker_id = self.config.worker_id.clone();
         tokio::spawn(async move {
@@ -299,7 +305,10 @@ impl Worker {
             if self.stopping() == Stop::Drain {
                 let deadline = *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_REPORT_DEADLINE);
                 if Instant::now() >= deadline {
-                    tracing::error!(jobs = results.len(), "stopping: the coordinator did not take these counts; their leases will expire and be counted again");
+                    tracing::error!(
+                        jobs = results.len(),
+                        "stopping: the coordinator did not take these counts; their leases will expire and be counted again"
+                    );
                     return;
                 }
             }
@@ -335,7 +344,10 @@ impl Worker {
 
 /// Counts jobs on the current (blocking) thread; a job cancelled by a lost
 /// lease is skipped.
-fn count_chunk(chunk: Vec<(Job, Arc<dyn Counter>)>, cancelled: &Mutex<HashSet<String>>) -> (Vec<JobResult>, Vec<(Job, String)>) {
+fn count_chunk(
+    chunk: Vec<(Job, Arc<dyn Counter>)>,
+    cancelled: &Mutex<HashSet<String>>,
+) -> (Vec<JobResult>, Vec<(Job, String)>) {
     let mut results = Vec::with_capacity(chunk.len());
     let mut failures = Vec::new();
     for (job, counter) in chunk {

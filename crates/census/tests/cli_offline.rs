@@ -225,7 +225,13 @@ fn a_band_may_be_typed_with_separators() {
     let plain = census(&["count-band", "123456789456789123789123456"]);
     for output in [&spaced, &slashed] {
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        let tail = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("seed") || l.contains("sum")).map(String::from).collect::<Vec<_>>();
+        let tail = |o: &std::process::Output| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.contains("seed") || l.contains("sum"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(tail(output).len(), tail(&plain).len());
     }
     let text = String::from_utf8_lossy(&plain.stdout);
@@ -237,7 +243,8 @@ fn an_embedded_run_is_readable_by_status_verify_and_sqlite_alone() {
     let dir = std::env::temp_dir().join(format!("census-offline-embedded-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["run", "--workers", "1"]).output().unwrap();
+    let run =
+        Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["run", "--workers", "1"]).output().unwrap();
     let printed = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{printed}{}", String::from_utf8_lossy(&run.stderr));
     assert!(printed.contains("serving on http://127.0.0.1:"), "{printed}");
@@ -245,16 +252,31 @@ fn an_embedded_run_is_readable_by_status_verify_and_sqlite_alone() {
     // The file alone holds the census: no write-ahead log left beside it.
     let wal = dir.join("census.db-wal");
     assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0, "the WAL was folded into census.db");
-    let status = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["status", "--database", "census.db"]).output().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_census"))
+        .current_dir(&dir)
+        .args(["status", "--database", "census.db"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(status.status.success(), "{text}{}", String::from_utf8_lossy(&status.stderr));
-    assert!(text.contains("stage russell, counter column-sets") && text.contains("6,670,903,752,021,072,936,960"), "{text}");
+    assert!(
+        text.contains("stage russell, counter column-sets") && text.contains("6,670,903,752,021,072,936,960"),
+        "{text}"
+    );
     assert!(text.contains("finished") && !text.contains("jobs/s"), "{text}");
     // `verify` reads census.db by default, and says how to get a second stage.
     let verify = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["verify"]).output().unwrap();
     assert_eq!(verify.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&verify.stderr).contains("census run --stage 71"), "{}", String::from_utf8_lossy(&verify.stderr));
-    let missing = Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["status", "--database", "census.db", "--run", "9"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&verify.stderr).contains("census run --stage 71"),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    let missing = Command::new(env!("CARGO_BIN_EXE_census"))
+        .current_dir(&dir)
+        .args(["status", "--database", "census.db", "--run", "9"])
+        .output()
+        .unwrap();
     assert_eq!(missing.status.code(), Some(2), "an unknown run is bad input, as for verify");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -273,7 +295,10 @@ fn count_band_prints_each_seed_as_it_is_counted() {
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let first_seed = lines.by_ref().map(|l| l.unwrap()).find(|l| l.trim_start().starts_with("seed ")).unwrap();
     assert!(first_seed.contains("seed 235/689") || first_seed.contains("seed "), "{first_seed}");
-    assert!(child.try_wait().unwrap().is_none(), "the first seed was printed while the other nine were still being counted");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the first seed was printed while the other nine were still being counted"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -287,7 +312,12 @@ fn census_database_url_names_the_database_everywhere() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("from-env.db");
     let with_env = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(args).env("CENSUS_DATABASE_URL", &file).output().unwrap()
+        Command::new(env!("CARGO_BIN_EXE_census"))
+            .current_dir(&dir)
+            .args(args)
+            .env("CENSUS_DATABASE_URL", &file)
+            .output()
+            .unwrap()
     };
     let run = with_env(&["run", "--workers", "1", "--quiet"]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
@@ -296,7 +326,11 @@ fn census_database_url_names_the_database_everywhere() {
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
     assert!(String::from_utf8_lossy(&status.stdout).contains("6,670,903,752,021,072,936,960"));
     let verify = with_env(&["verify"]);
-    assert!(String::from_utf8_lossy(&verify.stderr).contains("from-env.db"), "verify read the same file: {}", String::from_utf8_lossy(&verify.stderr));
+    assert!(
+        String::from_utf8_lossy(&verify.stderr).contains("from-env.db"),
+        "verify read the same file: {}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -330,14 +364,28 @@ fn the_readme_lists_every_flag() {
     for command in ["run", "coordinator", "worker", "submit", "status", "verify"] {
         let help = String::from_utf8_lossy(&census(&[command, "--help"]).stdout).into_owned();
         // Aliases (`--database-url`) are for old scripts, not for the table.
-        let help: String = help.lines().filter(|l| !l.contains("[alias: ") && !l.contains("[aliases: ")).collect::<Vec<_>>().join("\n");
-        let row = readme.lines().find(|l| l.starts_with(&format!("| `census {command} "))).unwrap_or_else(|| panic!("no README row for {command}"));
-        for flag in help.split_whitespace().filter(|w| w.starts_with("--")).map(|w| w.split(['=', '[', '<', ']', '`', ',', ')']).next().unwrap()) {
+        let help: String = help
+            .lines()
+            .filter(|l| !l.contains("[alias: ") && !l.contains("[aliases: "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `census {command} ")))
+            .unwrap_or_else(|| panic!("no README row for {command}"));
+        for flag in help
+            .split_whitespace()
+            .filter(|w| w.starts_with("--"))
+            .map(|w| w.split(['=', '[', '<', ']', '`', ',', ')']).next().unwrap())
+        {
             let flag = flag.trim_end_matches(',');
             if ["--help", "--version"].contains(&flag) || CLIENT_FLAGS.contains(&flag) {
                 continue;
             }
-            if !(row.contains(&format!("{flag} ")) || row.contains(&format!("{flag}]")) || row.contains(&format!("{flag}`"))) {
+            if !(row.contains(&format!("{flag} "))
+                || row.contains(&format!("{flag}]"))
+                || row.contains(&format!("{flag}`")))
+            {
                 missing.push(format!("{command} {flag}"));
             }
         }

@@ -32,7 +32,9 @@ fn venv(name: &str, installs: &[&[&str]]) -> PathBuf {
         let _ = std::fs::remove_dir_all(&dir);
         run(Command::new("python3").args(["-m", "venv"]).arg(&dir));
         for packages in installs {
-            run(Command::new(dir.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check"]).args(*packages));
+            run(Command::new(dir.join("bin/pip"))
+                .args(["install", "--quiet", "--disable-pip-version-check"])
+                .args(*packages));
         }
         std::fs::write(&ready, "").unwrap();
     }
@@ -96,7 +98,10 @@ fn command_lines() -> Vec<(Vec<String>, Vec<String>)> {
     for (_, service) in compose["services"].as_mapping().unwrap() {
         let command = strings(&service["command"]);
         if command.first().map(String::as_str) == Some("census") {
-            let env = service["environment"].as_mapping().map(|m| m.keys().filter_map(|k| k.as_str().map(String::from)).collect()).unwrap_or_default();
+            let env = service["environment"]
+                .as_mapping()
+                .map(|m| m.keys().filter_map(|k| k.as_str().map(String::from)).collect())
+                .unwrap_or_default();
             lines.push((command, env));
         }
     }
@@ -107,7 +112,12 @@ fn command_lines() -> Vec<(Vec<String>, Vec<String>)> {
                 let mut command = strings(&container["command"]);
                 command.extend(strings(&container["args"]));
                 if command.first().map(String::as_str) == Some("census") {
-                    let env = container["env"].as_sequence().into_iter().flatten().filter_map(|e| e["name"].as_str().map(String::from)).collect();
+                    let env = container["env"]
+                        .as_sequence()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|e| e["name"].as_str().map(String::from))
+                        .collect();
                     lines.push((command, env));
                 }
             }
@@ -134,7 +144,11 @@ fn every_command_flag_and_variable_exists_in_census_help() {
             assert!(help.contains(flag), "`census {}` has no {flag}:\n{help}", subcommand.join(" "));
         }
         for variable in env.iter().filter(|v| v.starts_with("CENSUS_")) {
-            assert!(help.contains(&format!("env: {variable}")), "`census {}` reads no {variable}:\n{help}", subcommand.join(" "));
+            assert!(
+                help.contains(&format!("env: {variable}")),
+                "`census {}` reads no {variable}:\n{help}",
+                subcommand.join(" ")
+            );
         }
     }
 }
@@ -144,12 +158,20 @@ fn the_compose_topology_computes_n0_as_local_processes() {
     let compose = &yaml_documents(&root().join("docker-compose.yml"))[0];
     let service = |name: &str| -> (Vec<String>, BTreeMap<String, String>) {
         let service = &compose["services"][name];
-        let command = service["command"].as_sequence().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        let command =
+            service["command"].as_sequence().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
         let env = service["environment"]
             .as_mapping()
             .into_iter()
             .flatten()
-            .map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_str().map(String::from).unwrap_or_else(|| serde_yaml::to_string(v).unwrap().trim().to_string())))
+            .map(|(k, v)| {
+                (
+                    k.as_str().unwrap().to_string(),
+                    v.as_str()
+                        .map(String::from)
+                        .unwrap_or_else(|| serde_yaml::to_string(v).unwrap().trim().to_string()),
+                )
+            })
             .collect();
         (command, env)
     };
@@ -170,7 +192,9 @@ fn the_compose_topology_computes_n0_as_local_processes() {
             } else if value.starts_with("postgres://") {
                 *value = database.clone();
             } else if value.ends_with(":50051") {
-                *value = value.replace("coordinator:50051", &format!("127.0.0.1:{port}")).replace("0.0.0.0:50051", &format!("127.0.0.1:{port}"));
+                *value = value
+                    .replace("coordinator:50051", &format!("127.0.0.1:{port}"))
+                    .replace("0.0.0.0:50051", &format!("127.0.0.1:{port}"));
             }
         }
         env

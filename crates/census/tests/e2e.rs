@@ -98,7 +98,10 @@ fn census_run_interrupted_resumes_and_ends_exact() {
     let printed = text(&second);
     assert!(second.status.success(), "{printed}");
     assert!(printed.contains("resuming at"), "the second run resumes: {printed}");
-    assert!(printed.contains("stage felgenhauer-jarvis (71 classes)"), "the same run, not a new Russell run: {printed}");
+    assert!(
+        printed.contains("stage felgenhauer-jarvis (71 classes)"),
+        "the same run, not a new Russell run: {printed}"
+    );
     assert!(printed.contains(N0_PRINTED), "{printed}");
 }
 
@@ -128,7 +131,8 @@ impl Cluster {
         let secrets = std::env::temp_dir().join(format!("census-e2e-secrets-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&secrets);
         std::fs::create_dir_all(&secrets).unwrap();
-        let cluster = Cluster { database_url, address: format!("127.0.0.1:{port}"), port, children: Vec::new(), secrets };
+        let cluster =
+            Cluster { database_url, address: format!("127.0.0.1:{port}"), port, children: Vec::new(), secrets };
         cluster.create_token("operator", "ops");
         cluster
     }
@@ -166,7 +170,14 @@ impl Cluster {
     fn worker_with(&self, name: &str, extra: &[&str]) -> Child {
         let token = self.create_token("worker", name);
         census()
-            .args(["worker", "--coordinator", &format!("http://{}", self.address), "--threads", "1", "--exit-when-done"])
+            .args([
+                "worker",
+                "--coordinator",
+                &format!("http://{}", self.address),
+                "--threads",
+                "1",
+                "--exit-when-done",
+            ])
             .args(["--token-file", &token])
             .args(extra)
             .stdout(Stdio::null())
@@ -193,7 +204,10 @@ impl Cluster {
     }
 
     fn sql(&self, query: &str) -> String {
-        let output = Command::new(census_testpg::binary("psql")).args([&self.database_url, "-At", "-c", query]).output().unwrap();
+        let output = Command::new(census_testpg::binary("psql"))
+            .args([&self.database_url, "-At", "-c", query])
+            .output()
+            .unwrap();
         assert!(output.status.success(), "{}", text(&output));
         String::from_utf8(output.stdout).unwrap().trim().to_string()
     }
@@ -251,7 +265,8 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     for line in sql_lines.lines() {
         let parts: Vec<&str> = line.split(' ').collect();
         let n: u64 = parts[3].parse().unwrap();
-        let expected = format!("{} size {:>5}: 10/10 seeds, n = {}", parts[1], parts[2], census_math::total::thousands(&n));
+        let expected =
+            format!("{} size {:>5}: 10/10 seeds, n = {}", parts[1], parts[2], census_math::total::thousands(&n));
         assert!(printed.contains(&expected), "class {} as gRPC shows it: {expected}\n{printed}", parts[0]);
     }
     assert_counted_once(&cluster, 440);
@@ -382,7 +397,9 @@ fn scrape(port: u16) -> String {
 
 /// The value of one sample line, e.g. `census_results_total{outcome="recorded"}`.
 fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines().find(|l| l.starts_with(name) && l[name.len()..].starts_with(' ')).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
 #[test]
@@ -415,7 +432,10 @@ fn prometheus_metrics_move_during_a_run() {
     loop {
         let text = scrape(coordinator_metrics);
         let recorded = sample(&text, r#"census_results_total{outcome="recorded"}"#);
-        let done = text.lines().find(|l| l.starts_with("census_jobs{") && l.contains(r#"state="done""#)).and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+        let done = text
+            .lines()
+            .find(|l| l.starts_with("census_jobs{") && l.contains(r#"state="done""#))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
         if recorded == Some(440.0) && done == Some(440.0) {
             assert!(text.contains(r#"census_worker_results_total{worker="metered"} 440"#), "{text}");
             break;
@@ -433,11 +453,19 @@ fn chromium() -> String {
         return path;
     }
     for name in ["chromium", "chromium-browser", "google-chrome"] {
-        if Command::new(name).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success()) {
+        if Command::new(name)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
             return name.to_string();
         }
     }
-    panic!("this test opens the status page in headless Chromium, which is not installed: run `apt-get install -y chromium` (.ci/run does it for you)");
+    panic!(
+        "this test opens the status page in headless Chromium, which is not installed: run `apt-get install -y chromium` (.ci/run does it for you)"
+    );
 }
 
 /// The page's DOM after its script has polled the JSON for a few seconds.
@@ -495,7 +523,10 @@ fn the_status_page_shows_a_run_finishing_with_n0() {
     assert!(dom.contains(&format!("N0 = {N0_PRINTED}")), "{dom}");
     assert!(dom.contains("S = 3,546,146,300,288 = 2^7 x 27,704,267,971"), "{dom}");
     assert!(dom.contains(">painter<"), "the workers table names the worker: {dom}");
-    assert!(dom.contains("<td>10/10</td><td>7,802,998,272</td>"), "class 0 (the 'all stacks cyclic' band, n = 7,802,998,272) is in the table: {dom}");
+    assert!(
+        dom.contains("<td>10/10</td><td>7,802,998,272</td>"),
+        "class 0 (the 'all stacks cyclic' band, n = 7,802,998,272) is in the table: {dom}"
+    );
     assert!(dom.contains(r#"<div id="error"></div>"#), "no error shown: {dom}");
 
     // The screenshot kept in docs/ is refreshed by CENSUS_SCREENSHOT=docs/status-page.png.
@@ -512,10 +543,18 @@ fn a_worker_with_a_revoked_token_exits_with_the_reason() {
     cluster.children.push(cluster.coordinator(&["--stage", "44"]));
     cluster.wait_until_serving();
     let token = cluster.create_token("worker", "revoked-node");
-    let revoke = census().args(["token", "revoke", "revoked-node", "--database", &cluster.database_url]).output().unwrap();
+    let revoke =
+        census().args(["token", "revoke", "revoked-node", "--database", &cluster.database_url]).output().unwrap();
     assert!(revoke.status.success(), "{}", text(&revoke));
     let mut worker = census()
-        .args(["worker", "--coordinator", &format!("http://{}", cluster.address), "--token-file", &token, "--exit-when-done"])
+        .args([
+            "worker",
+            "--coordinator",
+            &format!("http://{}", cluster.address),
+            "--token-file",
+            &token,
+            "--exit-when-done",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -24,7 +24,13 @@ impl Counter for Banded {
                 columns[i % 9] |= 1 << d;
             }
         }
-        let mut middle = Middle { rows: [0; 3], blocks: [0; 3], columns, bottom_first: [grid[54], grid[63], grid[72]], memo: HashMap::new() };
+        let mut middle = Middle {
+            rows: [0; 3],
+            blocks: [0; 3],
+            columns,
+            bottom_first: [grid[54], grid[63], grid[72]],
+            memo: HashMap::new(),
+        };
         for r in 0..3 {
             let d = grid[(3 + r) * 9];
             middle.rows[r] |= 1 << d;

@@ -260,7 +260,10 @@ fn ways_table(partitions: &[[u16; 3]], p0: usize) -> Vec<u32> {
             for two in &splits[p2] {
                 let third_two = ALL_DIGITS ^ two.first ^ two.second;
                 if one.first & two.first == 0 && one.second & two.second == 0 && third_one & third_two == 0 {
-                    let rest = RowSplit { first: ALL_DIGITS ^ one.first ^ two.first, second: ALL_DIGITS ^ one.second ^ two.second };
+                    let rest = RowSplit {
+                        first: ALL_DIGITS ^ one.first ^ two.first,
+                        second: ALL_DIGITS ^ one.second ^ two.second,
+                    };
                     let code = rest.code();
                     if forced[code] == 0 {
                         touched.push(code);

@@ -110,11 +110,7 @@ pub struct Split {
 
 impl Split {
     /// The whole count.
-    pub const WHOLE: Split = Split {
-        depth: usize::MAX,
-        part: 0,
-        parts: 1,
-    };
+    pub const WHOLE: Split = Split { depth: usize::MAX, part: 0, parts: 1 };
 }
 
 /// The three unit numbers of each cell: rows 0-8, columns 9-17, boxes 18-26.
@@ -178,11 +174,7 @@ impl FixedCounter {
         }
         let orbits = search_order(orbits);
         let units_of = |orbits: &[Vec<u8>]| -> u32 {
-            orbits
-                .iter()
-                .flatten()
-                .flat_map(|&p| UNITS[usize::from(p)])
-                .fold(0, |m, u| m | 1 << u)
+            orbits.iter().flatten().flat_map(|&p| UNITS[usize::from(p)]).fold(0, |m, u| m | 1 << u)
         };
         let shared: Vec<Vec<u8>> = (0..orbits.len())
             .map(|d| {
@@ -195,17 +187,12 @@ impl FixedCounter {
                 let size = shared[d].len();
                 // A local minimum of the frontier's size, where a band or
                 // a block of cells has just been finished.
-                let minimal = d > 0
-                    && size <= shared[d - 1].len()
-                    && shared.get(d + 1).is_none_or(|next| size < next.len());
+                let minimal =
+                    d > 0 && size <= shared[d - 1].len() && shared.get(d + 1).is_none_or(|next| size < next.len());
                 (minimal && size <= MEMO_UNITS).then(|| shared[d].clone())
             })
             .collect();
-        FixedCounter {
-            orbits,
-            frontiers,
-            order: permutation_order(&cells),
-        }
+        FixedCounter { orbits, frontiers, order: permutation_order(&cells) }
     }
 
     /// The number of g-orbits of cells, the depth of the search tree.
@@ -215,10 +202,7 @@ impl FixedCounter {
 
     /// The cycle types the search tries for g (see the module doc).
     pub fn admissible_cycle_types(&self) -> Vec<Vec<u8>> {
-        cycle_types()
-            .into_iter()
-            .filter(|t| self.admits(t))
-            .collect()
+        cycle_types().into_iter().filter(|t| self.admits(t)).collect()
     }
 
     fn admits(&self, cycle_type: &[u8]) -> bool {
@@ -227,17 +211,9 @@ impl FixedCounter {
             return false;
         }
         (1..=9usize).all(|k| {
-            let room: usize = self
-                .orbits
-                .iter()
-                .map(Vec::len)
-                .filter(|len| len.is_multiple_of(k))
-                .sum();
-            let digits: usize = cycle_type
-                .iter()
-                .map(|&len| usize::from(len))
-                .filter(|len| len.is_multiple_of(k))
-                .sum();
+            let room: usize = self.orbits.iter().map(Vec::len).filter(|len| len.is_multiple_of(k)).sum();
+            let digits: usize =
+                cycle_type.iter().map(|&len| usize::from(len)).filter(|len| len.is_multiple_of(k)).sum();
             room >= 9 * digits
         })
     }
@@ -246,10 +222,7 @@ impl FixedCounter {
     /// cycle types λ of the number of C(σ_λ)-orbits of solutions, within the part.
     pub fn count(&self, split: Split) -> u64 {
         let mut numbered = 0u64;
-        self.admissible_cycle_types()
-            .iter()
-            .map(|t| self.count_type(t, split, &mut numbered, true))
-            .sum()
+        self.admissible_cycle_types().iter().map(|t| self.count_type(t, split, &mut numbered, true)).sum()
     }
 
     /// The number of search nodes at `depth` (orbits assigned), over all
@@ -257,11 +230,7 @@ impl FixedCounter {
     pub fn nodes_at(&self, depth: usize) -> u64 {
         let mut numbered = 0u64;
         // No node is numbered u64::MAX - 1, so every node at `depth` is cut off.
-        let split = Split {
-            depth,
-            part: u64::MAX - 1,
-            parts: u64::MAX,
-        };
+        let split = Split { depth, part: u64::MAX - 1, parts: u64::MAX };
         for t in self.admissible_cycle_types() {
             self.count_type(&t, split, &mut numbered, true);
         }
@@ -279,41 +248,19 @@ impl FixedCounter {
         self.count_type(cycle_type, Split::WHOLE, &mut 0, false)
     }
 
-    fn count_type(
-        &self,
-        cycle_type: &[u8],
-        split: Split,
-        numbered: &mut u64,
-        first_touch: bool,
-    ) -> u64 {
+    fn count_type(&self, cycle_type: &[u8], split: Split, numbered: &mut u64, first_touch: bool) -> u64 {
         let relabelling = Relabelling::of_type(cycle_type);
-        let orbits: Vec<PlannedOrbit> = self
-            .orbits
-            .iter()
-            .map(|o| PlannedOrbit::new(o, &relabelling))
-            .collect();
+        let orbits: Vec<PlannedOrbit> = self.orbits.iter().map(|o| PlannedOrbit::new(o, &relabelling)).collect();
         let state = State {
             used: [0; 27],
             touched: if first_touch { 0 } else { 0x1ff },
-            open: if first_touch {
-                relabelling.firsts
-            } else {
-                0x1ff
-            },
+            open: if first_touch { relabelling.firsts } else { 0x1ff },
         };
         // A memo hit at or above the split depth (nearer the root) would
         // skip the numbering of the split nodes under it.
-        let memo_from = if split.parts == 1 {
-            0
-        } else {
-            split.depth.saturating_add(1)
-        };
-        let frontiers: Vec<Option<&[u8]>> = self
-            .frontiers
-            .iter()
-            .enumerate()
-            .map(|(d, f)| f.as_deref().filter(|_| d >= memo_from))
-            .collect();
+        let memo_from = if split.parts == 1 { 0 } else { split.depth.saturating_add(1) };
+        let frontiers: Vec<Option<&[u8]>> =
+            self.frontiers.iter().enumerate().map(|(d, f)| f.as_deref().filter(|_| d >= memo_from)).collect();
         let mut search = Search {
             orbits: &orbits,
             relabelling: &relabelling,
@@ -336,19 +283,13 @@ fn search_order(mut rest: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
         let score = |orbit: &Vec<u8>| {
             orbit
                 .iter()
-                .map(|&p| {
-                    assigned
-                        .iter()
-                        .filter(|&&q| peers(usize::from(p), usize::from(q)))
-                        .count()
-                })
+                .map(|&p| assigned.iter().filter(|&&q| peers(usize::from(p), usize::from(q))).count())
                 .sum::<usize>()
         };
         // Per cell, so that a fixed cell is not put off behind larger orbits.
         let best = (0..rest.len())
             .max_by(|&i, &j| {
-                let by_score =
-                    (score(&rest[i]) * rest[j].len()).cmp(&(score(&rest[j]) * rest[i].len()));
+                let by_score = (score(&rest[i]) * rest[j].len()).cmp(&(score(&rest[j]) * rest[i].len()));
                 by_score.then(rest[j][0].cmp(&rest[i][0]))
             })
             .expect("not empty");
@@ -393,9 +334,7 @@ impl Relabelling {
                 cycle_mask[start + i] = ((1u16 << n) - 1) << start;
             }
             match previous {
-                Some((first, previous_len)) if previous_len == len => {
-                    next_first[first] = 1 << start
-                }
+                Some((first, previous_len)) if previous_len == len => next_first[first] = 1 << start,
                 _ => firsts |= 1 << start,
             }
             previous = Some((start, len));
@@ -410,21 +349,10 @@ impl Relabelling {
         let back = power
             .iter()
             .map(|p| {
-                std::array::from_fn(|mask| {
-                    (0..9)
-                        .filter(|&d| mask & 1 << p[d] != 0)
-                        .fold(0u16, |m, d| m | 1 << d)
-                })
+                std::array::from_fn(|mask| (0..9).filter(|&d| mask & 1 << p[d] != 0).fold(0u16, |m, d| m | 1 << d))
             })
             .collect();
-        Relabelling {
-            power,
-            back,
-            cycle_length,
-            cycle_mask,
-            next_first,
-            firsts,
-        }
+        Relabelling { power, back, cycle_length, cycle_mask, next_first, firsts }
     }
 
     fn order(&self) -> usize {
@@ -450,17 +378,13 @@ impl PlannedOrbit {
                 len.is_multiple_of(cycle)
                     && (0..len).all(|i| {
                         (i + 1..len).all(|j| {
-                            !peers(usize::from(orbit[i]), usize::from(orbit[j]))
-                                || !(j - i).is_multiple_of(cycle)
+                            !peers(usize::from(orbit[i]), usize::from(orbit[j])) || !(j - i).is_multiple_of(cycle)
                         })
                     })
             })
             .fold(0u16, |m, d| m | 1 << d);
-        let cells = orbit
-            .iter()
-            .enumerate()
-            .map(|(i, &p)| (UNITS[usize::from(p)], (i % relabelling.order()) as u8))
-            .collect();
+        let cells =
+            orbit.iter().enumerate().map(|(i, &p)| (UNITS[usize::from(p)], (i % relabelling.order()) as u8)).collect();
         PlannedOrbit { cells, allowed }
     }
 }
@@ -502,8 +426,7 @@ impl Hasher for MixHasher {
         for chunk in bytes.chunks(8) {
             let mut word = [0u8; 8];
             word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(23) ^ u64::from_le_bytes(word))
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            self.0 = (self.0.rotate_left(23) ^ u64::from_le_bytes(word)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
     }
 
@@ -555,9 +478,7 @@ impl Search<'_> {
         let r = self.relabelling;
         let mut blocked = 0u16;
         for &([a, b, c], k) in &orbit.cells {
-            let used = state.used[usize::from(a)]
-                | state.used[usize::from(b)]
-                | state.used[usize::from(c)];
+            let used = state.used[usize::from(a)] | state.used[usize::from(b)] | state.used[usize::from(c)];
             blocked |= r.back[usize::from(k)][usize::from(used)];
         }
         let mut candidates = orbit.allowed & state.open & !blocked;
@@ -600,19 +521,9 @@ mod tests {
     fn there_are_30_cycle_types_with_centralisers_summing_to_one() {
         let types = cycle_types();
         assert_eq!(types.len(), 30);
-        assert!(
-            types
-                .iter()
-                .all(|t| t.iter().map(|&k| u32::from(k)).sum::<u32>() == 9)
-        );
+        assert!(types.iter().all(|t| t.iter().map(|&k| u32::from(k)).sum::<u32>() == 9));
         // The class sizes 9!/z_λ add up to 9!.
-        assert_eq!(
-            types
-                .iter()
-                .map(|t| 362_880 / centraliser_order(t))
-                .sum::<u64>(),
-            362_880
-        );
+        assert_eq!(types.iter().map(|t| 362_880 / centraliser_order(t)).sum::<u64>(), 362_880);
         assert_eq!(centraliser_order(&[1; 9]), 362_880);
         assert_eq!(centraliser_order(&[3, 3, 1, 1, 1]), 9 * 2 * 6);
     }

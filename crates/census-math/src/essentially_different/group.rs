@@ -23,20 +23,10 @@ pub const GROUP_ORDER: usize = 3_359_232;
 const LINE_PERMUTATIONS: usize = 1_296;
 
 /// The 6 permutations of {0, 1, 2}, in lexicographic order; index 0 is the identity.
-const PERMUTATIONS_OF_3: [[u8; 3]; 6] = [
-    [0, 1, 2],
-    [0, 2, 1],
-    [1, 0, 2],
-    [1, 2, 0],
-    [2, 0, 1],
-    [2, 1, 0],
-];
+const PERMUTATIONS_OF_3: [[u8; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
 
 fn index_of_3(p: [u8; 3]) -> usize {
-    PERMUTATIONS_OF_3
-        .iter()
-        .position(|&q| q == p)
-        .expect("a permutation of 0, 1, 2")
+    PERMUTATIONS_OF_3.iter().position(|&q| q == p).expect("a permutation of 0, 1, 2")
 }
 
 /// The line permutation with the given number (see the module doc).
@@ -56,11 +46,7 @@ fn line_permutation(index: usize) -> [u8; 9] {
 fn line_index(lines: &[u8; 9]) -> usize {
     let mut index = index_of_3([lines[0] / 3, lines[3] / 3, lines[6] / 3]) * 216;
     for band in 0..3 {
-        let within = [
-            lines[band * 3] % 3,
-            lines[band * 3 + 1] % 3,
-            lines[band * 3 + 2] % 3,
-        ];
+        let within = [lines[band * 3] % 3, lines[band * 3 + 1] % 3, lines[band * 3 + 2] % 3];
         index += index_of_3(within) * 6usize.pow(2 - band as u32);
     }
     index
@@ -78,9 +64,7 @@ impl Rearrangement {
 
     /// The element with the given number, if it is below |G|.
     pub fn from_index(index: usize) -> Option<Rearrangement> {
-        (index < GROUP_ORDER).then_some(Rearrangement {
-            index: index as u32,
-        })
+        (index < GROUP_ORDER).then_some(Rearrangement { index: index as u32 })
     }
 
     /// Builds `(rows, columns, transpose)`; `None` unless both permutations
@@ -98,9 +82,8 @@ impl Rearrangement {
         if !keeps_bands(&rows) || !keeps_bands(&columns) {
             return None;
         }
-        let index = (usize::from(transpose) * LINE_PERMUTATIONS + line_index(&rows))
-            * LINE_PERMUTATIONS
-            + line_index(&columns);
+        let index =
+            (usize::from(transpose) * LINE_PERMUTATIONS + line_index(&rows)) * LINE_PERMUTATIONS + line_index(&columns);
         Rearrangement::from_index(index)
     }
 
@@ -128,11 +111,7 @@ impl Rearrangement {
     pub fn cells(self) -> [u8; 81] {
         let (rows, columns) = (self.rows(), self.columns());
         std::array::from_fn(|p| {
-            let (r, c) = if self.transposes() {
-                (p % 9, p / 9)
-            } else {
-                (p / 9, p % 9)
-            };
+            let (r, c) = if self.transposes() { (p % 9, p / 9) } else { (p / 9, p % 9) };
             rows[r] * 9 + columns[c]
         })
     }
@@ -141,18 +120,8 @@ impl Rearrangement {
 impl fmt::Display for Rearrangement {
     /// `rows 102345678 columns 012345678`, then ` transposed` when it transposes first.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let digits = |lines: [u8; 9]| {
-            lines
-                .iter()
-                .map(|l| char::from(b'0' + l))
-                .collect::<String>()
-        };
-        write!(
-            f,
-            "rows {} columns {}",
-            digits(self.rows()),
-            digits(self.columns())
-        )?;
+        let digits = |lines: [u8; 9]| lines.iter().map(|l| char::from(b'0' + l)).collect::<String>();
+        write!(f, "rows {} columns {}", digits(self.rows()), digits(self.columns()))?;
         if self.transposes() {
             f.write_str(" transposed")?;
         }
@@ -189,25 +158,17 @@ impl Group {
                 }
             }
         }
-        Group {
-            line_products,
-            line_inverses,
-        }
+        Group { line_products, line_inverses }
     }
 
     fn parts(g: Rearrangement) -> (bool, usize, usize) {
         let i = g.index();
-        (
-            g.transposes(),
-            i / LINE_PERMUTATIONS % LINE_PERMUTATIONS,
-            i % LINE_PERMUTATIONS,
-        )
+        (g.transposes(), i / LINE_PERMUTATIONS % LINE_PERMUTATIONS, i % LINE_PERMUTATIONS)
     }
 
     fn join(transpose: bool, rows: usize, columns: usize) -> Rearrangement {
         Rearrangement {
-            index: ((usize::from(transpose) * LINE_PERMUTATIONS + rows) * LINE_PERMUTATIONS
-                + columns) as u32,
+            index: ((usize::from(transpose) * LINE_PERMUTATIONS + rows) * LINE_PERMUTATIONS + columns) as u32,
         }
     }
 
@@ -221,25 +182,14 @@ impl Group {
         let (t1, r1, c1) = Group::parts(outer);
         let (t2, r2, c2) = Group::parts(inner);
         let (r2, c2) = if t1 { (c2, r2) } else { (r2, c2) };
-        Group::join(
-            t1 != t2,
-            self.line_product(r1, r2),
-            self.line_product(c1, c2),
-        )
+        Group::join(t1 != t2, self.line_product(r1, r2), self.line_product(c1, c2))
     }
 
     /// The inverse element.
     pub fn inverse(&self, g: Rearrangement) -> Rearrangement {
         let (t, r, c) = Group::parts(g);
-        let (ri, ci) = (
-            usize::from(self.line_inverses[r]),
-            usize::from(self.line_inverses[c]),
-        );
-        if t {
-            Group::join(true, ci, ri)
-        } else {
-            Group::join(false, ri, ci)
-        }
+        let (ri, ci) = (usize::from(self.line_inverses[r]), usize::from(self.line_inverses[c]));
+        if t { Group::join(true, ci, ri) } else { Group::join(false, ri, ci) }
     }
 
     /// A set of elements generating G: a swap and a 3-cycle of the first
@@ -265,11 +215,8 @@ impl Group {
     /// The conjugacy classes of G (a flood fill over all 3,359,232 elements).
     pub fn conjugacy_classes(&self) -> ConjugacyClasses {
         const UNSEEN: u16 = u16::MAX;
-        let conjugators: Vec<(Rearrangement, Rearrangement)> = self
-            .generators()
-            .into_iter()
-            .map(|h| (h, self.inverse(h)))
-            .collect();
+        let conjugators: Vec<(Rearrangement, Rearrangement)> =
+            self.generators().into_iter().map(|h| (h, self.inverse(h))).collect();
         let mut class_of = vec![UNSEEN; GROUP_ORDER];
         let mut classes = Vec::new();
         let mut stack = Vec::new();
@@ -294,9 +241,7 @@ impl Group {
             }
             classes.push(ConjugacyClass {
                 index: classes.len(),
-                representative: Rearrangement {
-                    index: start as u32,
-                },
+                representative: Rearrangement { index: start as u32 },
                 size,
             });
         }
@@ -335,9 +280,7 @@ impl ConjugacyClasses {
 
 /// The order of a permutation of n points.
 pub fn permutation_order(points: &[u8]) -> u64 {
-    cycle_lengths(points)
-        .into_iter()
-        .fold(1, |order, len| lcm(order, len as u64))
+    cycle_lengths(points).into_iter().fold(1, |order, len| lcm(order, len as u64))
 }
 
 /// The lengths of a permutation's cycles, longest first.
@@ -382,20 +325,15 @@ mod tests {
     #[test]
     fn composition_is_composition_of_cell_maps() {
         let group = Group::new();
-        let sample: Vec<Rearrangement> = (0..GROUP_ORDER)
-            .step_by(7_919)
-            .map(|i| Rearrangement::from_index(i).unwrap())
-            .collect();
+        let sample: Vec<Rearrangement> =
+            (0..GROUP_ORDER).step_by(7_919).map(|i| Rearrangement::from_index(i).unwrap()).collect();
         for &a in &sample {
             let inverse = group.inverse(a);
             assert_eq!(group.compose(a, inverse), Rearrangement::IDENTITY);
             assert_eq!(group.compose(inverse, a), Rearrangement::IDENTITY);
             for &b in sample.iter().step_by(37) {
                 let (ca, cb, cab) = (a.cells(), b.cells(), group.compose(a, b).cells());
-                assert!(
-                    (0..81).all(|p| cab[p] == ca[cb[p] as usize]),
-                    "{a} after {b}"
-                );
+                assert!((0..81).all(|p| cab[p] == ca[cb[p] as usize]), "{a} after {b}");
             }
         }
     }

@@ -74,24 +74,15 @@ pub fn jobs() -> Vec<FixedJob> {
     for class in classes.classes() {
         let g = class.representative;
         if g == Rearrangement::IDENTITY {
-            jobs.push(FixedJob {
-                key: format!("{KEY_VERSION} identity"),
-                class: class.index,
-                weight: class.size,
-            });
+            jobs.push(FixedJob { key: format!("{KEY_VERSION} identity"), class: class.index, weight: class.size });
             continue;
         }
-        let parts = PARTS
-            .iter()
-            .find(|(name, _)| *name == g.to_string())
-            .map_or(1, |&(_, parts)| parts);
+        let parts = PARTS.iter().find(|(name, _)| *name == g.to_string()).map_or(1, |&(_, parts)| parts);
         let depth = if parts == 1 {
             0
         } else {
             let counter = FixedCounter::new(g);
-            (0..counter.depth())
-                .find(|&d| counter.nodes_at(d) >= NODES_PER_PART * parts)
-                .unwrap_or(0)
+            (0..counter.depth()).find(|&d| counter.nodes_at(d) >= NODES_PER_PART * parts).unwrap_or(0)
         };
         for part in 0..parts {
             jobs.push(FixedJob {
@@ -106,12 +97,7 @@ pub fn jobs() -> Vec<FixedJob> {
 
 /// The key of one part of A(g).
 pub fn job_key(g: Rearrangement, split: Split) -> String {
-    let digits = |lines: [u8; 9]| {
-        lines
-            .iter()
-            .map(|l| char::from(b'0' + l))
-            .collect::<String>()
-    };
+    let digits = |lines: [u8; 9]| lines.iter().map(|l| char::from(b'0' + l)).collect::<String>();
     format!(
         "{KEY_VERSION} rows={} columns={} transposed={} part={}/{} depth={}",
         digits(g.rows()),
@@ -157,9 +143,7 @@ pub fn parse_key(key: &str) -> Result<JobKey, ParseError> {
     }
     let names = ["rows", "columns", "transposed", "part", "depth"];
     if fields.len() != names.len() {
-        return Err(bad(
-            "expected identity or rows=, columns=, transposed=, part=, depth=",
-        ));
+        return Err(bad("expected identity or rows=, columns=, transposed=, part=, depth="));
     }
     let mut values = [""; 5];
     for (value, (field, name)) in values.iter_mut().zip(fields.iter().zip(names)) {
@@ -187,10 +171,7 @@ pub fn parse_key(key: &str) -> Result<JobKey, ParseError> {
         return Err(bad("the identity is the job `ed1 identity`"));
     }
     let (part, parts) = part.split_once('/').ok_or_else(|| bad("part is i/n"))?;
-    let number = |text: &str| {
-        text.parse::<u64>()
-            .map_err(|_| bad("part and depth are numbers"))
-    };
+    let number = |text: &str| text.parse::<u64>().map_err(|_| bad("part and depth are numbers"));
     let (part, parts) = (number(part)?, number(parts)?);
     if part >= parts {
         return Err(bad("part i/n needs i < n"));
@@ -211,12 +192,9 @@ pub fn count_job(key: &str) -> Result<u128, ParseError> {
 fn fixed_by_identity() -> u128 {
     let counter = CounterKind::ColumnSets.build();
     let table = ClassTable::build(Stage::Russell);
-    let s = s_from_classes(table.classes().iter().map(|class| {
-        (
-            class.size,
-            counter.count_seeds(&class.representative).iter().sum(),
-        )
-    }));
+    let s = s_from_classes(
+        table.classes().iter().map(|class| (class.size, counter.count_seeds(&class.representative).iter().sum())),
+    );
     u128::try_from(s * 72u32 * 72u32).expect("A(1) is about 1.8 x 10^16")
 }
 
@@ -261,10 +239,9 @@ impl fmt::Display for FoldError {
             FoldError::SizesDisagree { class } => {
                 write!(f, "jobs of class {class} disagree on its size")
             }
-            FoldError::NotDivisible { sum } => write!(
-                f,
-                "sum of size x A = {sum} is not a multiple of |G| = {GROUP_ORDER}"
-            ),
+            FoldError::NotDivisible { sum } => {
+                write!(f, "sum of size x A = {sum} is not a multiple of |G| = {GROUP_ORDER}")
+            }
         }
     }
 }
@@ -276,10 +253,7 @@ impl std::error::Error for FoldError {}
 /// `counts[i]` is the count of `jobs[i]`.
 pub fn fold(jobs: &[FixedJob], counts: &[u128]) -> Result<Fold, FoldError> {
     if jobs.len() != counts.len() {
-        return Err(FoldError::CountsDoNotMatchJobs {
-            jobs: jobs.len(),
-            counts: counts.len(),
-        });
+        return Err(FoldError::CountsDoNotMatchJobs { jobs: jobs.len(), counts: counts.len() });
     }
     let mut terms: Vec<ClassTerm> = Vec::new();
     for (job, &count) in jobs.iter().zip(counts) {
@@ -288,26 +262,16 @@ pub fn fold(jobs: &[FixedJob], counts: &[u128]) -> Result<Fold, FoldError> {
                 return Err(FoldError::SizesDisagree { class: job.class });
             }
             Some(term) => term.fixed += count,
-            None => terms.push(ClassTerm {
-                class: job.class,
-                size: job.weight,
-                fixed: count,
-            }),
+            None => terms.push(ClassTerm { class: job.class, size: job.weight, fixed: count }),
         }
     }
     terms.sort_by_key(|term| term.class);
-    let sum = terms.iter().fold(BigUint::zero(), |sum, term| {
-        sum + BigUint::from(term.size) * term.fixed
-    });
+    let sum = terms.iter().fold(BigUint::zero(), |sum, term| sum + BigUint::from(term.size) * term.fixed);
     let order = BigUint::from(GROUP_ORDER);
     if !(&sum % &order).is_zero() {
         return Err(FoldError::NotDivisible { sum });
     }
-    Ok(Fold {
-        answer: &sum / &order,
-        sum,
-        terms,
-    })
+    Ok(Fold { answer: &sum / &order, sum, terms })
 }
 
 #[cfg(test)]
@@ -316,22 +280,10 @@ mod tests {
 
     #[test]
     fn keys_round_trip() {
-        let g = Rearrangement::new(
-            [0, 2, 1, 3, 5, 4, 6, 8, 7],
-            [0, 1, 2, 6, 7, 8, 3, 4, 5],
-            false,
-        )
-        .unwrap();
-        let split = Split {
-            depth: 5,
-            part: 3,
-            parts: 64,
-        };
+        let g = Rearrangement::new([0, 2, 1, 3, 5, 4, 6, 8, 7], [0, 1, 2, 6, 7, 8, 3, 4, 5], false).unwrap();
+        let split = Split { depth: 5, part: 3, parts: 64 };
         let key = job_key(g, split);
-        assert_eq!(
-            key,
-            "ed1 rows=021354687 columns=012678345 transposed=no part=3/64 depth=5"
-        );
+        assert_eq!(key, "ed1 rows=021354687 columns=012678345 transposed=no part=3/64 depth=5");
         assert_eq!(parse_key(&key), Ok(JobKey::Part(g, split)));
         assert_eq!(parse_key("ed1 identity"), Ok(JobKey::Identity));
     }
@@ -359,52 +311,21 @@ mod tests {
     fn every_split_class_is_a_class_representative() {
         let classes = Group::new().conjugacy_classes();
         for (name, _) in PARTS {
-            assert!(
-                classes
-                    .classes()
-                    .iter()
-                    .any(|class| class.representative.to_string() == name),
-                "{name}"
-            );
+            assert!(classes.classes().iter().any(|class| class.representative.to_string() == name), "{name}");
         }
     }
 
     #[test]
     fn fold_refuses_a_sum_that_g_does_not_divide() {
         let jobs = [
-            FixedJob {
-                key: "a".into(),
-                class: 0,
-                weight: 1,
-            },
-            FixedJob {
-                key: "b".into(),
-                class: 1,
-                weight: 3,
-            },
-            FixedJob {
-                key: "c".into(),
-                class: 1,
-                weight: 3,
-            },
+            FixedJob { key: "a".into(), class: 0, weight: 1 },
+            FixedJob { key: "b".into(), class: 1, weight: 3 },
+            FixedJob { key: "c".into(), class: 1, weight: 3 },
         ];
         let fold = fold(&jobs, &[GROUP_ORDER as u128 - 6, 1, 1]).unwrap();
         assert_eq!(fold.answer, BigUint::from(1u32));
-        assert_eq!(
-            fold.terms[1],
-            ClassTerm {
-                class: 1,
-                size: 3,
-                fixed: 2
-            }
-        );
-        assert!(matches!(
-            super::fold(&jobs, &[1, 1, 1]),
-            Err(FoldError::NotDivisible { .. })
-        ));
-        assert!(matches!(
-            super::fold(&jobs, &[1, 1]),
-            Err(FoldError::CountsDoNotMatchJobs { .. })
-        ));
+        assert_eq!(fold.terms[1], ClassTerm { class: 1, size: 3, fixed: 2 });
+        assert!(matches!(super::fold(&jobs, &[1, 1, 1]), Err(FoldError::NotDivisible { .. })));
+        assert!(matches!(super::fold(&jobs, &[1, 1]), Err(FoldError::CountsDoNotMatchJobs { .. })));
     }
 }

@@ -88,18 +88,13 @@ pub fn part_count(sets: &ColumnSets, prefix: &[u16]) -> Result<u128, ShapeError>
     let k = sets.c();
     let a = split(k) as u32;
     if prefix.is_empty() || prefix.len() > n {
-        return Err(ShapeError::BadPart {
-            reason: format!("{} column masks for {n} columns", prefix.len()),
-        });
+        return Err(ShapeError::BadPart { reason: format!("{} column masks for {n} columns", prefix.len()) });
     }
     let mut load = [0u32; MAX_COLS];
     for (i, &mask) in prefix.iter().enumerate() {
         if mask & !cols[i] != 0 || mask.count_ones() != a {
             return Err(ShapeError::BadPart {
-                reason: format!(
-                    "column {i}: {mask:#05x} is not {a} of the column's digits {:#05x}",
-                    cols[i]
-                ),
+                reason: format!("column {i}: {mask:#05x} is not {a} of the column's digits {:#05x}", cols[i]),
             });
         }
         for (d, l) in load.iter_mut().enumerate() {
@@ -108,16 +103,11 @@ pub fn part_count(sets: &ColumnSets, prefix: &[u16]) -> Result<u128, ShapeError>
     }
     if prefix[0] != lowest(cols[0], a) {
         return Err(ShapeError::BadPart {
-            reason: format!(
-                "column 0 is fixed to its {a} smallest digits {:#05x}",
-                lowest(cols[0], a)
-            ),
+            reason: format!("column 0 is fixed to its {a} smallest digits {:#05x}", lowest(cols[0], a)),
         });
     }
     if let Some(d) = load.iter().position(|&l| l > a) {
-        return Err(ShapeError::BadPart {
-            reason: format!("digit {d} is taken more than {a} times"),
-        });
+        return Err(ShapeError::BadPart { reason: format!("digit {d} is taken more than {a} times") });
     }
     let mut sum = 0u128;
     top_factors(&cols, n, k, prefix, &mut |factor, rest| {
@@ -135,13 +125,7 @@ fn graph(sets: &ColumnSets) -> (Columns, usize) {
 
 /// Visits every split(c)-factor K of the whole graph that takes column 0's
 /// split(c) smallest digits and starts with `prefix`, with K and G - K.
-fn top_factors(
-    cols: &Columns,
-    n: usize,
-    k: usize,
-    prefix: &[u16],
-    visit: &mut impl FnMut(&Columns, &Columns),
-) {
+fn top_factors(cols: &Columns, n: usize, k: usize, prefix: &[u16], visit: &mut impl FnMut(&Columns, &Columns)) {
     let mut search = FactorSearch::new(cols, n, split(k));
     for (i, &mask) in prefix.iter().enumerate() {
         search.take(i, mask);
@@ -187,9 +171,7 @@ fn fixed(cols: &Columns, n: usize, k: usize) -> u128 {
             let a = split(k);
             let mut sum = 0u128;
             let mut search = FactorSearch::new(cols, n, a);
-            search.run(0, &mut |factor, rest| {
-                sum += fixed(factor, n, a) * fixed(rest, n, k - a)
-            });
+            search.run(0, &mut |factor, rest| sum += fixed(factor, n, a) * fixed(rest, n, k - a));
             sum
         }
     }
@@ -239,14 +221,7 @@ impl<'g> FactorSearch<'g> {
                 s &= s - 1;
             }
         }
-        FactorSearch {
-            cols,
-            n,
-            a: a as u32,
-            chosen: [0; MAX_COLS],
-            load: [0; MAX_COLS],
-            later,
-        }
+        FactorSearch { cols, n, a: a as u32, chosen: [0; MAX_COLS], load: [0; MAX_COLS], later }
     }
 
     fn take(&mut self, i: usize, mask: u16) {
@@ -443,18 +418,11 @@ mod tests {
 
     #[test]
     fn parts_add_up_to_the_whole() {
-        for (c, sets) in [
-            (2, vec![0x3, 0x5]),
-            (3, vec![0x07, 0x0b, 0x15]),
-            (4, vec![0x0f, 0x33, 0x55, 0x3c]),
-        ] {
+        for (c, sets) in [(2, vec![0x3, 0x5]), (3, vec![0x07, 0x0b, 0x15]), (4, vec![0x0f, 0x33, 0x55, 0x3c])] {
             let sets = ColumnSets::new(c, sets).unwrap();
             let parts = parts(&sets);
             assert!(parts.len() > 1, "{sets:?}");
-            let sum: u128 = parts
-                .iter()
-                .map(|prefix| part_count(&sets, prefix).unwrap())
-                .sum();
+            let sum: u128 = parts.iter().map(|prefix| part_count(&sets, prefix).unwrap()).sum();
             assert_eq!(sum, band_count(&sets), "{sets:?}");
         }
     }

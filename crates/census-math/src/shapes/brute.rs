@@ -54,10 +54,7 @@ mod tests {
     #[test]
     fn brute_force_agrees_with_two_bands() {
         assert_eq!(grids(2, 2), 288);
-        assert_eq!(
-            grids(2, 2).to_string(),
-            two_band_grids(2).unwrap().to_string()
-        );
+        assert_eq!(grids(2, 2).to_string(), two_band_grids(2).unwrap().to_string());
         let six = two_band_grids(3).unwrap().to_string();
         assert_eq!(grids(2, 3).to_string(), six);
         assert_eq!(grids(3, 2).to_string(), six);

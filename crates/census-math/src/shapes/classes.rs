@@ -41,9 +41,7 @@ impl ColumnSets {
     pub fn new(c: usize, sets: Vec<u16>) -> Result<ColumnSets, ShapeError> {
         check_c(c)?;
         if sets.len() != c {
-            return Err(ShapeError::BadSets {
-                reason: format!("{} sets for c = {c}", sets.len()),
-            });
+            return Err(ShapeError::BadSets { reason: format!("{} sets for c = {c}", sets.len()) });
         }
         for (j, &set) in sets.iter().enumerate() {
             if set >> (2 * c) != 0 || set.count_ones() as usize != c {
@@ -100,10 +98,7 @@ pub fn classes(c: usize) -> Result<Vec<ShapeClass>, ShapeError> {
     }
     let mut patterns: Vec<_> = level.into_iter().collect();
     patterns.sort_unstable();
-    Ok(patterns
-        .into_iter()
-        .map(|rows| class_of(&rows[..n], c))
-        .collect())
+    Ok(patterns.into_iter().map(|rows| class_of(&rows[..n], c)).collect())
 }
 
 /// The class of a tuple: canonical representative and size.
@@ -111,12 +106,7 @@ pub fn class_of_sets(sets: &ColumnSets) -> ShapeClass {
     let c = sets.c();
     let mut rows = [0u8; MAX_DIGITS];
     for (d, row) in rows.iter_mut().enumerate().take(2 * c) {
-        *row = sets
-            .sets()
-            .iter()
-            .enumerate()
-            .map(|(j, &a)| (((a >> d) & 1) as u8) << j)
-            .sum();
+        *row = sets.sets().iter().enumerate().map(|(j, &a)| (((a >> d) & 1) as u8) << j).sum();
     }
     rows[..2 * c].sort_unstable();
     class_of(&canonical(&rows[..2 * c], c).0[..2 * c], c)
@@ -131,37 +121,18 @@ fn class_of(canon: &[u8], c: usize) -> ShapeClass {
     }
     let group = factorial(c) << c;
     let sets = (0..c)
-        .map(|j| {
-            canon
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| (*r >> j) & 1 == 1)
-                .map(|(d, _)| 1u16 << d)
-                .sum()
-        })
+        .map(|j| canon.iter().enumerate().filter(|(_, r)| (*r >> j) & 1 == 1).map(|(d, _)| 1u16 << d).sum())
         .collect();
-    ShapeClass {
-        representative: ColumnSets { c, sets },
-        size: arrangements * (group / automorphisms as u128),
-    }
+    ShapeClass { representative: ColumnSets { c, sets }, size: arrangements * (group / automorphisms as u128) }
 }
 
 /// Calls `visit` with every balanced extension of a sorted pattern of k
 /// columns by a column k: c of the rows get bit k. Rows with equal vectors are
 /// interchangeable, so only how many of each run get the bit is chosen.
 fn extend(rows: &[u8], k: usize, c: usize, visit: &mut impl FnMut(&[u8])) {
-    let runs: Vec<(u8, usize)> = rows
-        .chunk_by(|a, b| a == b)
-        .map(|r| (r[0], r.len()))
-        .collect();
+    let runs: Vec<(u8, usize)> = rows.chunk_by(|a, b| a == b).map(|r| (r[0], r.len())).collect();
     let mut out = Vec::with_capacity(rows.len());
-    fn go(
-        runs: &[(u8, usize)],
-        left: usize,
-        bit: u8,
-        out: &mut Vec<u8>,
-        visit: &mut impl FnMut(&[u8]),
-    ) {
+    fn go(runs: &[(u8, usize)], left: usize, bit: u8, out: &mut Vec<u8>, visit: &mut impl FnMut(&[u8])) {
         let Some((&(v, m), rest)) = runs.split_first() else {
             if left == 0 {
                 visit(out);
@@ -185,27 +156,14 @@ fn extend(rows: &[u8], k: usize, c: usize, visit: &mut impl FnMut(&[u8])) {
 pub(crate) fn canonical(rows: &[u8], k: usize) -> ([u8; MAX_DIGITS], u64) {
     let n = rows.len();
     // Row profile: how many rows lie at each Hamming distance (4 bits each).
-    let profile: Vec<u32> = rows
-        .iter()
-        .map(|&v| {
-            rows.iter()
-                .fold(0u32, |p, &w| p + (1 << (4 * (v ^ w).count_ones())))
-        })
-        .collect();
-    let mix = |x: u32| {
-        (u64::from(x) ^ 0x9e37_79b9_7f4a_7c15)
-            .wrapping_mul(0xbf58_476d_1ce4_e5b9)
-            .rotate_left(31)
-    };
+    let profile: Vec<u32> =
+        rows.iter().map(|&v| rows.iter().fold(0u32, |p, &w| p + (1 << (4 * (v ^ w).count_ones())))).collect();
+    let mix = |x: u32| (u64::from(x) ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9).rotate_left(31);
     let column_inv: Vec<(u64, u64)> = (0..k)
         .map(|j| {
             let (mut ones, mut zeros) = (0u64, 0u64);
             for (&v, &p) in rows.iter().zip(&profile) {
-                if (v >> j) & 1 == 1 {
-                    ones = ones.wrapping_add(mix(p))
-                } else {
-                    zeros = zeros.wrapping_add(mix(p))
-                }
+                if (v >> j) & 1 == 1 { ones = ones.wrapping_add(mix(p)) } else { zeros = zeros.wrapping_add(mix(p)) }
             }
             (ones.min(zeros), ones.max(zeros))
         })
@@ -213,24 +171,14 @@ pub(crate) fn canonical(rows: &[u8], k: usize) -> ([u8; MAX_DIGITS], u64) {
     let mut sorted_inv = column_inv.clone();
     sorted_inv.sort_unstable();
     let min_profile = *profile.iter().min().expect("a pattern has rows");
-    let mut zeroed: Vec<u8> = rows
-        .iter()
-        .zip(&profile)
-        .filter(|(_, p)| **p == min_profile)
-        .map(|(v, _)| *v)
-        .collect();
+    let mut zeroed: Vec<u8> = rows.iter().zip(&profile).filter(|(_, p)| **p == min_profile).map(|(v, _)| *v).collect();
     zeroed.dedup();
 
     let mut best = [u8::MAX; MAX_DIGITS];
     let mut ties = 0u64;
     let mut order = [0usize; 8];
     let mut search = |order: &[usize]| {
-        let map = |v: u8| {
-            order
-                .iter()
-                .enumerate()
-                .fold(0u8, |acc, (p, &col)| acc | (((v >> col) & 1) << p))
-        };
+        let map = |v: u8| order.iter().enumerate().fold(0u8, |acc, (p, &col)| acc | (((v >> col) & 1) << p));
         let mut mapped = [0u8; MAX_DIGITS];
         for (m, &v) in mapped.iter_mut().zip(rows) {
             *m = map(v);
@@ -298,11 +246,7 @@ mod tests {
     fn sizes_sum_to_all_tuples() {
         for c in 2..=5 {
             let total: u128 = classes(c).unwrap().iter().map(|class| class.size).sum();
-            assert_eq!(
-                total,
-                binomial(2 * c as u128, c as u128).pow(c as u32),
-                "c = {c}"
-            );
+            assert_eq!(total, binomial(2 * c as u128, c as u128).pow(c as u32), "c = {c}");
         }
     }
 
@@ -319,9 +263,7 @@ mod tests {
     /// union-find: shares nothing with the canonical form.
     fn orbits_by_union_find(c: usize) -> usize {
         let n = 2 * c;
-        let subsets: Vec<u16> = (0u16..1 << n)
-            .filter(|s| s.count_ones() as usize == c)
-            .collect();
+        let subsets: Vec<u16> = (0u16..1 << n).filter(|s| s.count_ones() as usize == c).collect();
         let index = |s: u16| subsets.binary_search(&s).unwrap();
         let m = subsets.len();
         let total = m.pow(c as u32);
@@ -336,10 +278,7 @@ mod tests {
         };
         let encode = |sets: &[u16]| sets.iter().rev().fold(0, |t, &s| t * m + index(s));
         let relabel = |s: u16, p: &dyn Fn(usize) -> usize| {
-            (0..n)
-                .filter(|&d| (s >> d) & 1 == 1)
-                .map(|d| 1u16 << p(d))
-                .sum::<u16>()
+            (0..n).filter(|&d| (s >> d) & 1 == 1).map(|d| 1u16 << p(d)).sum::<u16>()
         };
         let mut parent: Vec<u32> = (0..total as u32).collect();
         fn find(parent: &mut [u32], mut x: u32) -> u32 {
@@ -354,9 +293,7 @@ mod tests {
             let swap01 = |d: usize| [1, 0].get(d).copied().unwrap_or(d);
             let cycle = |d: usize| (d + 1) % n;
             let mut images = vec![
-                sets.iter()
-                    .map(|&s| relabel(s, &swap01))
-                    .collect::<Vec<_>>(),
+                sets.iter().map(|&s| relabel(s, &swap01)).collect::<Vec<_>>(),
                 sets.iter().map(|&s| relabel(s, &cycle)).collect(),
             ];
             let mut swapped = sets.clone();
@@ -369,26 +306,17 @@ mod tests {
             flipped[0] ^= (1 << n) - 1;
             images.push(flipped);
             for image in images {
-                let (a, b) = (
-                    find(&mut parent, t as u32),
-                    find(&mut parent, encode(&image) as u32),
-                );
+                let (a, b) = (find(&mut parent, t as u32), find(&mut parent, encode(&image) as u32));
                 parent[a as usize] = b;
             }
         }
-        (0..total as u32)
-            .filter(|&t| find(&mut parent, t) == t)
-            .count()
+        (0..total as u32).filter(|&t| find(&mut parent, t) == t).count()
     }
 
     #[test]
     fn class_counts_agree_with_union_find() {
         for c in 2..=3 {
-            assert_eq!(
-                classes(c).unwrap().len(),
-                orbits_by_union_find(c),
-                "c = {c}"
-            );
+            assert_eq!(classes(c).unwrap().len(), orbits_by_union_find(c), "c = {c}");
         }
     }
 
@@ -402,9 +330,7 @@ mod tests {
     fn canonical_form_ignores_the_symmetries() {
         let mut seed = 0x1234_5678u64;
         let mut next = move |m: u64| {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
             (seed >> 33) % m
         };
         for class in classes(4).unwrap().iter().step_by(3) {
@@ -417,15 +343,8 @@ mod tests {
                 let mut moved: Vec<u16> = sets
                     .iter()
                     .map(|&a| {
-                        let relabelled = (0..8)
-                            .filter(|&d| (a >> d) & 1 == 1)
-                            .map(|d| 1u16 << digits[d])
-                            .sum::<u16>();
-                        if next(2) == 0 {
-                            relabelled
-                        } else {
-                            0xff ^ relabelled
-                        }
+                        let relabelled = (0..8).filter(|&d| (a >> d) & 1 == 1).map(|d| 1u16 << digits[d]).sum::<u16>();
+                        if next(2) == 0 { relabelled } else { 0xff ^ relabelled }
                     })
                     .collect();
                 moved.rotate_left(next(4) as usize);

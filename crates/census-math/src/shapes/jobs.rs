@@ -46,18 +46,10 @@ pub fn jobs(c: usize) -> Result<Vec<ShapeJob>, ShapeError> {
         let group = format!("2x{c} class {index}");
         if c >= SPLIT_FROM_C {
             for key in part_keys(&key)? {
-                out.push(ShapeJob {
-                    key,
-                    group: group.clone(),
-                    weight: class.size,
-                });
+                out.push(ShapeJob { key, group: group.clone(), weight: class.size });
             }
         } else {
-            out.push(ShapeJob {
-                key,
-                group,
-                weight: class.size,
-            });
+            out.push(ShapeJob { key, group, weight: class.size });
         }
     }
     Ok(out)
@@ -85,10 +77,7 @@ pub fn part_keys(key: &str) -> Result<Vec<String>, ShapeError> {
         return Err(bad(key, "already a part key"));
     }
     let class = class_key(&sets);
-    Ok(parts(&sets)
-        .iter()
-        .map(|prefix| format!("{class}/{}", masks(prefix)))
-        .collect())
+    Ok(parts(&sets).iter().map(|prefix| format!("{class}/{}", masks(prefix))).collect())
 }
 
 /// The keys of the parts of a class key that fix its first `columns`
@@ -101,59 +90,39 @@ pub fn sub_keys(key: &str, columns: usize) -> Result<Vec<String>, ShapeError> {
         return Err(bad(key, "already a part key"));
     }
     let class = class_key(&sets);
-    Ok(prefixes(&sets, columns)
-        .iter()
-        .map(|prefix| format!("{class}/{}", masks(prefix)))
-        .collect())
+    Ok(prefixes(&sets, columns).iter().map(|prefix| format!("{class}/{}", masks(prefix))).collect())
 }
 
 /// The number of 2 x c grids from every job's count: the counts are added
 /// per group (a class's parts) and the total is the sum of weight x F^2 over
 /// groups, exactly. Every job of [`jobs`] must appear once; this cannot
 /// check that without enumerating the classes again.
-pub fn fold<'a>(
-    c: usize,
-    results: impl IntoIterator<Item = (&'a ShapeJob, u128)>,
-) -> Result<BigUint, ShapeError> {
+pub fn fold<'a>(c: usize, results: impl IntoIterator<Item = (&'a ShapeJob, u128)>) -> Result<BigUint, ShapeError> {
     check_c(c)?;
     let prefix = format!("2x{c}:");
     let mut groups: BTreeMap<&str, (u128, u128)> = BTreeMap::new();
     for (job, count) in results {
         if !job.key.starts_with(&prefix) {
-            return Err(ShapeError::BadResults {
-                reason: format!("key {:?} is not a 2 x {c} job", job.key),
-            });
+            return Err(ShapeError::BadResults { reason: format!("key {:?} is not a 2 x {c} job", job.key) });
         }
         let entry = groups.entry(&job.group).or_insert((job.weight, 0));
         if entry.0 != job.weight {
             return Err(ShapeError::BadResults {
-                reason: format!(
-                    "group {:?} has weights {} and {}",
-                    job.group, entry.0, job.weight
-                ),
+                reason: format!("group {:?} has weights {} and {}", job.group, entry.0, job.weight),
             });
         }
-        entry.1 = entry
-            .1
-            .checked_add(count)
-            .ok_or_else(|| ShapeError::BadResults {
-                reason: format!("group {:?}: the parts overflow 128 bits", job.group),
-            })?;
+        entry.1 = entry.1.checked_add(count).ok_or_else(|| ShapeError::BadResults {
+            reason: format!("group {:?}: the parts overflow 128 bits", job.group),
+        })?;
     }
-    Ok(groups
-        .values()
-        .map(|&(weight, f)| BigUint::from(weight) * BigUint::from(f) * BigUint::from(f))
-        .sum())
+    Ok(groups.values().map(|&(weight, f)| BigUint::from(weight) * BigUint::from(f) * BigUint::from(f)).sum())
 }
 
 /// The number of 2 x c grids, every job counted here on this thread through
 /// its key, as a worker would.
 pub fn grids(c: usize) -> Result<BigUint, ShapeError> {
     let jobs = jobs(c)?;
-    let counts = jobs
-        .iter()
-        .map(|job| count_job(&job.key))
-        .collect::<Result<Vec<_>, _>>()?;
+    let counts = jobs.iter().map(|job| count_job(&job.key)).collect::<Result<Vec<_>, _>>()?;
     fold(c, jobs.iter().zip(counts))
 }
 
@@ -162,18 +131,11 @@ pub(super) fn class_key(sets: &ColumnSets) -> String {
 }
 
 fn masks(masks: &[u16]) -> String {
-    masks
-        .iter()
-        .map(|m| format!("{m:03x}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    masks.iter().map(|m| format!("{m:03x}")).collect::<Vec<_>>().join(",")
 }
 
 fn bad(key: &str, reason: &str) -> ShapeError {
-    ShapeError::BadKey {
-        key: key.to_string(),
-        reason: reason.to_string(),
-    }
+    ShapeError::BadKey { key: key.to_string(), reason: reason.to_string() }
 }
 
 fn parse_masks(key: &str, text: &str, what: &str) -> Result<Vec<u16>, ShapeError> {
@@ -186,36 +148,23 @@ fn parse_masks(key: &str, text: &str, what: &str) -> Result<Vec<u16>, ShapeError
             }
         })
         .collect::<Option<Vec<u16>>>()
-        .ok_or_else(|| {
-            bad(
-                key,
-                &format!("{what} are three-digit hex masks joined by commas"),
-            )
-        })
+        .ok_or_else(|| bad(key, &format!("{what} are three-digit hex masks joined by commas")))
 }
 
 fn parse_key(key: &str) -> Result<(ColumnSets, Option<Vec<u16>>), ShapeError> {
-    let rest = key
-        .strip_prefix("2x")
-        .ok_or_else(|| bad(key, "must start with 2x"))?;
-    let (c, rest) = rest
-        .split_once(':')
-        .ok_or_else(|| bad(key, "no ':' after the shape"))?;
+    let rest = key.strip_prefix("2x").ok_or_else(|| bad(key, "must start with 2x"))?;
+    let (c, rest) = rest.split_once(':').ok_or_else(|| bad(key, "no ':' after the shape"))?;
     if c.is_empty() || c.len() > 2 || !c.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad(key, "the shape's c is not a small number"));
     }
-    let c: usize = c
-        .parse()
-        .map_err(|_| bad(key, "the shape's c is not a number"))?;
+    let c: usize = c.parse().map_err(|_| bad(key, "the shape's c is not a number"))?;
     check_c(c)?;
     let (sets, prefix) = match rest.split_once('/') {
         Some((sets, prefix)) => (sets, Some(prefix)),
         None => (rest, None),
     };
     let sets = ColumnSets::new(c, parse_masks(key, sets, "sets")?)?;
-    let prefix = prefix
-        .map(|p| parse_masks(key, p, "part masks"))
-        .transpose()?;
+    let prefix = prefix.map(|p| parse_masks(key, p, "part masks")).transpose()?;
     Ok((sets, prefix))
 }
 
@@ -226,12 +175,7 @@ mod tests {
 
     /// The published total for 2 x c, from docs/mathematics.md.
     fn published(c: usize) -> String {
-        PUBLISHED_GRIDS
-            .iter()
-            .find(|(shape, _)| *shape == c)
-            .unwrap()
-            .1
-            .to_string()
+        PUBLISHED_GRIDS.iter().find(|(shape, _)| *shape == c).unwrap().1.to_string()
     }
 
     #[test]
@@ -260,15 +204,8 @@ mod tests {
                     part_jobs.push(ShapeJob { key, ..job.clone() });
                 }
             }
-            let counts: Vec<u128> = part_jobs
-                .iter()
-                .map(|job| count_job(&job.key).unwrap())
-                .collect();
-            assert_eq!(
-                fold(c, part_jobs.iter().zip(counts)).unwrap().to_string(),
-                published(c),
-                "2 x {c}"
-            );
+            let counts: Vec<u128> = part_jobs.iter().map(|job| count_job(&job.key).unwrap()).collect();
+            assert_eq!(fold(c, part_jobs.iter().zip(counts)).unwrap().to_string(), published(c), "2 x {c}");
         }
     }
 
@@ -279,11 +216,8 @@ mod tests {
         let mut total = 0;
         for part in part_keys(&job.key).unwrap() {
             let subs = sub_keys(&job.key, 4).unwrap();
-            let sum: u128 = subs
-                .iter()
-                .filter(|k| k.starts_with(&format!("{part},")))
-                .map(|k| count_job(k).unwrap())
-                .sum();
+            let sum: u128 =
+                subs.iter().filter(|k| k.starts_with(&format!("{part},"))).map(|k| count_job(k).unwrap()).sum();
             assert_eq!(sum, count_job(&part).unwrap(), "{part}");
             total += sum;
         }
@@ -292,26 +226,13 @@ mod tests {
 
     #[test]
     fn fold_adds_parts_before_squaring() {
-        let job = |key: &str| ShapeJob {
-            key: key.into(),
-            group: "g".into(),
-            weight: 3,
-        };
+        let job = |key: &str| ShapeJob { key: key.into(), group: "g".into(), weight: 3 };
         let (a, b) = (job("2x2:003,003/003,00c"), job("2x2:003,003/001,00c"));
         // 3 x (1 + 2)^2, not 3 x (1 + 4).
         assert_eq!(fold(2, [(&a, 1), (&b, 2)]).unwrap(), BigUint::from(27u32));
-        let other = ShapeJob {
-            weight: 4,
-            ..b.clone()
-        };
-        assert!(matches!(
-            fold(2, [(&a, 1), (&other, 2)]),
-            Err(ShapeError::BadResults { .. })
-        ));
-        assert!(matches!(
-            fold(3, [(&a, 1)]),
-            Err(ShapeError::BadResults { .. })
-        ));
+        let other = ShapeJob { weight: 4, ..b.clone() };
+        assert!(matches!(fold(2, [(&a, 1), (&other, 2)]), Err(ShapeError::BadResults { .. })));
+        assert!(matches!(fold(3, [(&a, 1)]), Err(ShapeError::BadResults { .. })));
     }
 
     #[test]
@@ -343,10 +264,7 @@ mod tests {
         ];
         for (key, reason) in cases {
             let message = count_job(key).unwrap_err().to_string();
-            assert!(
-                message.contains(reason),
-                "{key:?}: {message:?} lacks {reason:?}"
-            );
+            assert!(message.contains(reason), "{key:?}: {message:?} lacks {reason:?}");
         }
         assert_eq!(count_job("2x2:003,003"), Ok(4));
         assert!(part_keys("2x2:003,003/001").is_err());

@@ -74,10 +74,7 @@ impl fmt::Display for ShapeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ShapeError::UnsupportedShape { c } => {
-                write!(
-                    f,
-                    "2 x {c} boxes are not supported (c must be {MIN_C}..={MAX_C})"
-                )
+                write!(f, "2 x {c} boxes are not supported (c must be {MIN_C}..={MAX_C})")
             }
             ShapeError::BadSets { reason } => write!(f, "bad column sets: {reason}"),
             ShapeError::BadKey { key, reason } => write!(f, "bad shape job key {key:?}: {reason}"),
@@ -90,9 +87,5 @@ impl fmt::Display for ShapeError {
 impl std::error::Error for ShapeError {}
 
 fn check_c(c: usize) -> Result<(), ShapeError> {
-    if (MIN_C..=MAX_C).contains(&c) {
-        Ok(())
-    } else {
-        Err(ShapeError::UnsupportedShape { c })
-    }
+    if (MIN_C..=MAX_C).contains(&c) { Ok(()) } else { Err(ShapeError::UnsupportedShape { c }) }
 }

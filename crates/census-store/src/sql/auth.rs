@@ -73,11 +73,16 @@ impl SqlStore {
             tracing::warn!(name, "token revoked");
             return Ok(true);
         }
-        let exists = sqlx::query("SELECT 1 FROM api_tokens WHERE name = $1").bind(name).fetch_optional(&self.pool).await?;
+        let exists =
+            sqlx::query("SELECT 1 FROM api_tokens WHERE name = $1").bind(name).fetch_optional(&self.pool).await?;
         Ok(exists.is_some())
     }
 
-    pub(crate) async fn tokens_where(&self, condition: &str, hash: Option<&str>) -> Result<Vec<TokenRecord>, StoreError> {
+    pub(crate) async fn tokens_where(
+        &self,
+        condition: &str,
+        hash: Option<&str>,
+    ) -> Result<Vec<TokenRecord>, StoreError> {
         let sql = format!(
             "SELECT t.name, t.role, t.created_at, t.revoked_at, q.worker,
                     (SELECT COUNT(*) FROM rejections r WHERE r.worker = t.name)

@@ -137,11 +137,15 @@ fn check_sqlite_file(path: &str) -> Result<(), String> {
         return Ok(());
     }
     if read < header.len() || &header != SQLITE_HEADER {
-        return Err(format!("{path} is not an SQLite database (it does not start with the SQLite header); give a new file name or a census database"));
+        return Err(format!(
+            "{path} is not an SQLite database (it does not start with the SQLite header); give a new file name or a census database"
+        ));
     }
     let length = file.metadata().map(|m| m.len()).unwrap_or(0);
     if length < 512 || length % 512 != 0 {
-        return Err(format!("{path} is a damaged SQLite database: {length} bytes is not a whole number of pages (truncated?)"));
+        return Err(format!(
+            "{path} is a damaged SQLite database: {length} bytes is not a whole number of pages (truncated?)"
+        ));
     }
     Ok(())
 }
@@ -151,7 +155,8 @@ impl SqlStore {
     pub async fn connect(url: &str, config: StoreConfig) -> Result<SqlStore, StoreError> {
         static DRIVERS: Once = Once::new();
         DRIVERS.call_once(sqlx::any::install_default_drivers);
-        let failed = |error: &dyn std::fmt::Display| StoreError::Connect { url: url.to_string(), reason: error.to_string() };
+        let failed =
+            |error: &dyn std::fmt::Display| StoreError::Connect { url: url.to_string(), reason: error.to_string() };
 
         let (backend, pool) = match Location::parse(url).map_err(|e| failed(&e))? {
             Location::Postgres => {
@@ -171,7 +176,9 @@ impl SqlStore {
                     // One direct connection first: a damaged file fails here at
                     // once with SQLite's own message.
                     use sqlx::Connection;
-                    let mut probe = sqlx::AnyConnection::connect(&format!("sqlite://{path}?mode=rwc")).await.map_err(|e| failed(&e))?;
+                    let mut probe = sqlx::AnyConnection::connect(&format!("sqlite://{path}?mode=rwc"))
+                        .await
+                        .map_err(|e| failed(&e))?;
                     sqlx::query("PRAGMA schema_version").execute(&mut probe).await.map_err(|e| failed(&e))?;
                     let _ = probe.close().await;
                 }

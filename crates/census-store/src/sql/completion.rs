@@ -636,8 +636,18 @@ impl SqlStore {
         .execute(&mut *tx)
         .await?;
         if exhausted {
-            sqlx::query("UPDATE runs SET failed_jobs = failed_jobs + 1 WHERE id = $1").bind(run).execute(&mut *tx).await?;
-            tracing::error!(job, attempt, failures, worker, reason, "job failed for good; `census requeue` puts it back");
+            sqlx::query("UPDATE runs SET failed_jobs = failed_jobs + 1 WHERE id = $1")
+                .bind(run)
+                .execute(&mut *tx)
+                .await?;
+            tracing::error!(
+                job,
+                attempt,
+                failures,
+                worker,
+                reason,
+                "job failed for good; `census requeue` puts it back"
+            );
         } else {
             tracing::warn!(job, attempt, failures, worker, reason, "job failed; it will be retried");
         }

@@ -21,12 +21,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use sqlx::AnyPool;
 
-pub(crate) use backend::JobState;
 use backend::Backend;
+pub(crate) use backend::JobState;
 
 use crate::{
-    ClassSpec, ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobStore, Lease,
-    Progress, QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
+    ClassSpec, ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobStore, Lease, Progress,
+    QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
 };
 
 /// Immutable facts about a run, cached so a lease needs no join.
@@ -94,7 +94,10 @@ impl JobStore for SqlStore {
         self.runs_where("r.id = $1", Some(run)).await?.pop().ok_or(StoreError::UnknownRun(run))
     }
 
-    async fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
+    async fn complete_many(
+        &self,
+        completions: &[Completion],
+    ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
         self.complete_batch(completions).await
     }
 
@@ -143,7 +146,8 @@ impl JobStore for SqlStore {
     }
 
     async fn is_quarantined(&self, worker: &str) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT 1 FROM quarantine WHERE worker = $1").bind(worker).fetch_optional(&self.pool).await?;
+        let row =
+            sqlx::query("SELECT 1 FROM quarantine WHERE worker = $1").bind(worker).fetch_optional(&self.pool).await?;
         Ok(row.is_some())
     }
 
@@ -159,4 +163,3 @@ impl JobStore for SqlStore {
         Ok(released.rows_affected() > 0)
     }
 }
-

@@ -9,7 +9,13 @@ use super::{SqlStore, now_ms, token_salt};
 use crate::{HeartbeatOutcome, Lease, RunId, StoreError};
 
 impl SqlStore {
-    pub(super) async fn lease_jobs(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError> {
+    pub(super) async fn lease_jobs(
+        &self,
+        run: Option<RunId>,
+        worker: &str,
+        max: u32,
+        ttl: Duration,
+    ) -> Result<Vec<Lease>, StoreError> {
         crate::check_identity(worker)?;
         if max == 0 {
             return Ok(Vec::new());
@@ -102,7 +108,12 @@ impl SqlStore {
         Ok(leases)
     }
 
-    pub(super) async fn extend_leases(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError> {
+    pub(super) async fn extend_leases(
+        &self,
+        worker: &str,
+        tokens: &[String],
+        ttl: Duration,
+    ) -> Result<HeartbeatOutcome, StoreError> {
         let mut outcome = HeartbeatOutcome::default();
         let now = now_ms();
         for chunk in tokens.chunks(1000) {

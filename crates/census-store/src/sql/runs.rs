@@ -28,10 +28,7 @@ impl SqlStore {
             .iter()
             .map(|row| Ok((row.try_get::<i64, _>(0)? as u32, row.try_get::<String, _>(1)?)))
             .collect::<Result<_, sqlx::Error>>()?;
-        let facts = Arc::new(RunFacts {
-            counter: row.try_get(0)?,
-            representatives,
-        });
+        let facts = Arc::new(RunFacts { counter: row.try_get(0)?, representatives });
         self.runs.lock().expect("the run cache is never poisoned").insert(run, facts.clone());
         Ok(facts)
     }
@@ -187,7 +184,11 @@ impl SqlStore {
         self.ensure_run(run).await?;
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        sqlx::query("UPDATE runs SET cancelled_at = $2 WHERE id = $1 AND cancelled_at IS NULL").bind(run).bind(now).execute(&mut *tx).await?;
+        sqlx::query("UPDATE runs SET cancelled_at = $2 WHERE id = $1 AND cancelled_at IS NULL")
+            .bind(run)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = $2
              WHERE run_id = $1 AND state = 'leased'",

@@ -63,12 +63,17 @@ impl SqlStore {
     /// Writes S and N0 if every job of the run is done and no conflict is
     /// open, inside the caller's transaction. The sum is computed twice, by
     /// the database and by `num-bigint`, and a mismatch aborts the transaction.
-    pub(super) async fn finish_if_complete(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, run: RunId) -> Result<(), StoreError> {
+    pub(super) async fn finish_if_complete(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        run: RunId,
+    ) -> Result<(), StoreError> {
         let row = sqlx::query("SELECT jobs_remaining, open_conflicts, finished_at FROM runs WHERE id = $1")
             .bind(run)
             .fetch_one(&mut **tx)
             .await?;
-        let (remaining, conflicts, finished): (i64, i64, Option<i64>) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+        let (remaining, conflicts, finished): (i64, i64, Option<i64>) =
+            (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
         if remaining > 0 || conflicts > 0 || finished.is_some() {
             return Ok(());
         }
@@ -103,7 +108,13 @@ impl SqlStore {
             self.backend.big_number("$2"),
             self.backend.big_number("$3")
         );
-        sqlx::query(&update).bind(now_ms()).bind(s.to_string()).bind(n0.to_string()).bind(run).execute(&mut **tx).await?;
+        sqlx::query(&update)
+            .bind(now_ms())
+            .bind(s.to_string())
+            .bind(n0.to_string())
+            .bind(run)
+            .execute(&mut **tx)
+            .await?;
         tracing::info!(run, s = %s, n0 = %n0, "run finished");
         Ok(())
     }
@@ -125,7 +136,8 @@ impl SqlStore {
         progress.leased = leased.try_get::<i64, _>(0)? as u64;
         progress.pending = progress.jobs_total.saturating_sub(progress.done + progress.failed + progress.leased);
         progress.completions_counted = run_row.try_get::<i64, _>(7)?.to_string();
-        let rejected = sqlx::query("SELECT COUNT(*) FROM rejections WHERE run_id = $1").bind(run).fetch_one(&self.pool).await?;
+        let rejected =
+            sqlx::query("SELECT COUNT(*) FROM rejections WHERE run_id = $1").bind(run).fetch_one(&self.pool).await?;
         progress.rejected = rejected.try_get::<i64, _>(0)? as u64;
 
         let recent = sqlx::query(

@@ -51,7 +51,9 @@ impl Credentials {
         };
         let tls_ca_pem = self.tls_ca.as_deref().map(|p| read_named("--tls-ca", p)).transpose()?;
         let tls_identity_pem = match (&self.tls_client_cert, &self.tls_client_key) {
-            (Some(cert), Some(key)) => Some((read_named("--tls-client-cert", cert)?, read_named("--tls-client-key", key)?)),
+            (Some(cert), Some(key)) => {
+                Some((read_named("--tls-client-cert", cert)?, read_named("--tls-client-key", key)?))
+            }
             _ => None,
         };
         Ok(ClientConfig { url: coordinator_url(address), token, tls_ca_pem, tls_identity_pem })

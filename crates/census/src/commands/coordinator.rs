@@ -137,7 +137,8 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
     for file in &args.token_files {
         let text = String::from_utf8(read_named("--token-file", &file.path)?)
             .map_err(|_| UsageError(format!("--token-file {}: not text", file.path.display())))?;
-        let token = parse_token(text.trim()).map_err(|e| UsageError(format!("--token-file {}: {e}", file.path.display())))?;
+        let token =
+            parse_token(text.trim()).map_err(|e| UsageError(format!("--token-file {}: {e}", file.path.display())))?;
         token_hashes.push((file, hash_token(token)));
     }
     // A database server may still be starting (docker compose, Kubernetes):

@@ -47,7 +47,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("normalized {given} to {band}");
         }
         println!("band {band}, counter {}", args.counter);
-        println!("seed = the first column of B4 and of B7 (rows 4-6 / rows 7-9), e.g. 235/689; SQL numbers them 0-9 in this order");
+        println!(
+            "seed = the first column of B4 and of B7 (rows 4-6 / rows 7-9), e.g. 235/689; SQL numbers them 0-9 in this order"
+        );
     }
     // Seed by seed, each line as soon as it is counted (the enumerate
     // counter takes seconds a seed), under a bar on a terminal.

@@ -48,7 +48,10 @@ pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let mut client = connect(&args.coordinator, &args.credentials).await?;
         let run = client.cancel_run(CancelRunRequest { run_id: args.run }).await.map_err(status_error)?.into_inner();
-        println!("run {} ({}) cancelled at {}/{} jobs done; `census submit --stage {}` resumes it", run.run_id, run.stage, run.jobs_done, run.jobs_total, run.stage);
+        println!(
+            "run {} ({}) cancelled at {}/{} jobs done; `census submit --stage {}` resumes it",
+            run.run_id, run.stage, run.jobs_done, run.jobs_total, run.stage
+        );
         Ok(ExitCode::SUCCESS)
     })
 }

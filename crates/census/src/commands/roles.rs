@@ -40,7 +40,8 @@ pub fn signals() -> watch::Receiver<u32> {
     let (sender, receiver) = watch::channel(0u32);
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+        else {
             tracing::error!("cannot listen for signals");
             return;
         };

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use census_coordinator::auth::{generate_token, hash_token};
 use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig};
 use census_math::{CounterKind, Stage};
-use census_proto::v1::{GetProgressRequest, GetResultRequest};
 use census_proto::client::ClientConfig;
+use census_proto::v1::{GetProgressRequest, GetResultRequest};
 use census_store::{Role, StoreConfig};
 use census_worker::{Stop, WorkerConfig, default_worker_id, run_worker};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -93,7 +93,8 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         println!("status page: http://{}/", listener.local_addr()?);
         status_page = Some(tokio::spawn(coordinator.clone().serve_status_page(listener, std::future::pending())));
     }
-    let client_config = |token: &str| ClientConfig { url: address.clone(), token: Some(token.to_string()), ..ClientConfig::default() };
+    let client_config =
+        |token: &str| ClientConfig { url: address.clone(), token: Some(token.to_string()), ..ClientConfig::default() };
     let mut client = connect_with(&client_config(&operator_token)).await?;
 
     let (stop_workers, stop) = watch::channel(Stop::No);
@@ -115,9 +116,12 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let mut display = Display::new(args.quiet, run.jobs_total, run.jobs_done);
     let mut signals = signals();
     let interrupted = loop {
-        let progress = client.get_progress(GetProgressRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
+        let progress =
+            client.get_progress(GetProgressRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
         display.update(&progress);
-        if progress.r#final || (progress.done + progress.failed == progress.jobs_total && progress.conflicts + progress.failed > 0) {
+        if progress.r#final
+            || (progress.done + progress.failed == progress.jobs_total && progress.conflicts + progress.failed > 0)
+        {
             break false;
         }
         // Workers only end early on an error: without them the run would

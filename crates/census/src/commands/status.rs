@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use census_math::total::thousands;
-use census_proto::v1::{GetProgressRequest, GetResultRequest, ListClassesRequest, ListRunsRequest, WatchProgressRequest};
+use census_proto::v1::{
+    GetProgressRequest, GetResultRequest, ListClassesRequest, ListRunsRequest, WatchProgressRequest,
+};
 use serde::Serialize;
 
 use super::client::{Credentials, connect, print_result, progress_line, status_error};
@@ -77,7 +79,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 progress = next;
             }
         }
-        let result = client.get_result(GetResultRequest { run_id: progress.run_id }).await.map_err(status_error)?.into_inner();
+        let result =
+            client.get_result(GetResultRequest { run_id: progress.run_id }).await.map_err(status_error)?.into_inner();
         if args.json {
             let status = StatusJson {
                 run_id: progress.run_id,
@@ -111,9 +114,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         for worker in &progress.workers {
             let completions: num_bigint::BigUint = worker.completions.parse().unwrap_or_default();
-            println!("  worker {}: {} jobs, {} completions counted", worker.worker_id, thousands(&worker.jobs), thousands(&completions));
+            println!(
+                "  worker {}: {} jobs, {} completions counted",
+                worker.worker_id,
+                thousands(&worker.jobs),
+                thousands(&completions)
+            );
         }
-        let classes = client.list_classes(ListClassesRequest { run_id: progress.run_id }).await.map_err(status_error)?.into_inner().classes;
+        let classes = client
+            .list_classes(ListClassesRequest { run_id: progress.run_id })
+            .await
+            .map_err(status_error)?
+            .into_inner()
+            .classes;
         if classes.len() <= 100 {
             for class in &classes {
                 let n: num_bigint::BigUint = class.completions.parse().unwrap_or_default();

@@ -29,7 +29,12 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let mut client = connect(&args.coordinator, &args.credentials).await?;
-        let request = CreateRunRequest { stage: args.stage, counter: args.counter, redundancy: args.redundancy, priority: args.priority };
+        let request = CreateRunRequest {
+            stage: args.stage,
+            counter: args.counter,
+            redundancy: args.redundancy,
+            priority: args.priority,
+        };
         let run = client.create_run(request).await.map_err(status_error)?.into_inner();
         println!(
             "run {}: stage {}, counter {} ({}), redundancy {}, priority {}, {} classes, {} jobs ({} done){}",

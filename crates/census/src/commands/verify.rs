@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use census_proto::v1::{GetResultRequest, ListRunsRequest};
 use census_math::total::thousands;
+use census_proto::v1::{GetResultRequest, ListRunsRequest};
 use census_store::StoreConfig;
 
 use super::UsageError;
@@ -59,7 +59,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let runs = client.list_runs(ListRunsRequest {}).await.map_err(status_error)?.into_inner().runs;
                 let mut lines = Vec::new();
                 for run in runs {
-                    let result = client.get_result(GetResultRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
+                    let result = client
+                        .get_result(GetResultRequest { run_id: run.run_id })
+                        .await
+                        .map_err(status_error)?
+                        .into_inner();
                     lines.push((run.run_id, run.stage, result.r#final, result.s));
                 }
                 lines
@@ -70,7 +74,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             let mut chosen = Vec::new();
             for id in &args.runs {
-                let line = lines.iter().find(|line| line.0 == *id).ok_or_else(|| UsageError(format!("there is no run {id}")))?;
+                let line = lines
+                    .iter()
+                    .find(|line| line.0 == *id)
+                    .ok_or_else(|| UsageError(format!("there is no run {id}")))?;
                 if !line.2 {
                     return Err(UsageError(format!("run {id} ({}) is not finished", line.1)).into());
                 }
