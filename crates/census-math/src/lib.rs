@@ -8,6 +8,7 @@
 
 pub mod band;
 pub mod catalogue;
+pub mod census;
 pub mod classes;
 pub mod counter;
 pub mod essentially_different;

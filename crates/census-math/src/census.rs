@@ -1,0 +1,420 @@
+//! What a census is, for an engine that knows nothing of Sudoku: a list of
+//! jobs (a text key a worker counts from alone, a group for auditing, an
+//! exact weight), how to count one job, and how to fold the counts into the
+//! exact answer and the named terms a person checks.
+//!
+//! Three kinds exist: the 9x9 count of Felgenhauer and Jarvis (jobs are a
+//! class representative and a seed), the essentially different grids of
+//! Russell and Jarvis (jobs are conjugacy classes of the rearrangement
+//! group, or parts of one) and 2 x c box shapes (jobs are column-set
+//! classes, or parts of one). The formulas stay in their modules; this one
+//! only gives them a common face. The store, the protocol and the worker are
+//! meant to see nothing but this (issue 9 wires them; today they still run
+//! the 9x9 count directly).
+//!
+//! ```
+//! use census_math::census::Census;
+//! let census: Census = "shape boxes=2x3".parse().unwrap();
+//! let counter = census.job_counter();
+//! let jobs = census.jobs().unwrap();
+//! let counts: Vec<u128> = jobs.iter().map(|job| counter.count(&job.key).unwrap()).collect();
+//! let answer = census.fold(&jobs, &counts).unwrap();
+//! assert_eq!(answer.value.to_string(), "28200960");
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use num_bigint::BigUint;
+
+use crate::essentially_different as ed;
+use crate::total::{factorize, kilfoil_estimate, n0_from_s, relative_error};
+use crate::{Band, ClassTable, Counter, CounterKind, SEEDS, Seed, Stage, shapes};
+
+/// A kind of exact count and its parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Census {
+    /// All 9x9 grids, N0, from a class stage and a completion counter.
+    Sudoku { stage: Stage, counter: CounterKind },
+    /// 9x9 grids up to the 3,359,232 rearrangements and relabelling.
+    EssentiallyDifferent,
+    /// Grids with boxes of 2 rows x `c` columns (side 2c), c = 2..=6.
+    Shape { c: usize },
+}
+
+/// One job as an engine stores it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobSpec {
+    /// All a worker needs to count the job (with the census's kind).
+    pub key: String,
+    /// What the job's count is added into, for auditing: a class.
+    pub group: String,
+    /// How much the group's count weighs in the answer (a class size).
+    pub weight: u128,
+}
+
+/// The exact answer and the terms that lead to it, in reading order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub value: BigUint,
+    pub terms: Vec<(String, String)>,
+}
+
+/// Why a census, a key or a set of results is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CensusError {
+    /// The kind or its parameters are not understood.
+    BadCensus { text: String, reason: String },
+    /// A job key is not one of this census's.
+    BadKey { key: String, reason: String },
+    /// The results cannot be folded: missing, repeated or foreign jobs,
+    /// inconsistent weights, or a sum the formula refuses.
+    BadResults(String),
+}
+
+impl fmt::Display for CensusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CensusError::BadCensus { text, reason } => write!(f, "bad census {text:?}: {reason}"),
+            CensusError::BadKey { key, reason } => write!(f, "bad job key {key:?}: {reason}"),
+            CensusError::BadResults(reason) => write!(f, "the results cannot be folded: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for CensusError {}
+
+impl fmt::Display for Census {
+    /// The form [`Census::from_str`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Census::Sudoku { stage, counter } => write!(f, "sudoku stage={} counter={}", stage.name(), counter),
+            Census::EssentiallyDifferent => write!(f, "essentially-different"),
+            Census::Shape { c } => write!(f, "shape boxes=2x{c}"),
+        }
+    }
+}
+
+impl FromStr for Census {
+    type Err = CensusError;
+
+    /// `sudoku [stage=S] [counter=C]`, `essentially-different`, or
+    /// `shape boxes=RxC` with one side 2 (`3x3` is the sudoku count).
+    fn from_str(text: &str) -> Result<Census, CensusError> {
+        let bad = |reason: String| CensusError::BadCensus { text: text.to_string(), reason };
+        let mut words = text.split_whitespace();
+        let kind = words.next().ok_or_else(|| bad("empty".into()))?;
+        let mut parameters = BTreeMap::new();
+        for word in words {
+            let (name, value) = word.split_once('=').ok_or_else(|| bad(format!("{word:?} is not NAME=VALUE")))?;
+            if parameters.insert(name, value).is_some() {
+                return Err(bad(format!("{name} is given twice")));
+            }
+        }
+        let mut take = |name: &str| parameters.remove(name);
+        let census = match kind {
+            "sudoku" => Census::Sudoku {
+                stage: take("stage").map_or(Ok(Stage::Russell), str::parse).map_err(|e| bad(e.to_string()))?,
+                counter: take("counter")
+                    .map_or(Ok(CounterKind::ColumnSets), str::parse)
+                    .map_err(|e| bad(e.to_string()))?,
+            },
+            "essentially-different" => Census::EssentiallyDifferent,
+            "shape" => {
+                let boxes = take("boxes").ok_or_else(|| bad("a shape needs boxes=RxC, e.g. boxes=2x4".into()))?;
+                let (r, c) = boxes
+                    .split_once('x')
+                    .and_then(|(r, c)| Some((r.parse::<usize>().ok()?, c.parse::<usize>().ok()?)))
+                    .ok_or_else(|| bad(format!("boxes={boxes} is not RxC")))?;
+                match (r, c) {
+                    (3, 3) => Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets },
+                    // r x c and c x r boxes have the same grids (transpose).
+                    (2, c) | (c, 2) if (shapes::MIN_C..=shapes::MAX_C).contains(&c) => Census::Shape { c },
+                    _ => {
+                        return Err(bad(format!(
+                            "boxes={boxes}: the shapes are 2x2 to 2x6, their transposes, and 3x3"
+                        )));
+                    }
+                }
+            }
+            other => {
+                return Err(bad(format!("{other:?} is not a kind (sudoku, essentially-different, shape)")));
+            }
+        };
+        if let Some(name) = parameters.keys().next() {
+            return Err(bad(format!("{kind} takes no {name}")));
+        }
+        Ok(census)
+    }
+}
+
+impl Census {
+    /// Every job of the census, in a fixed order.
+    pub fn jobs(&self) -> Result<Vec<JobSpec>, CensusError> {
+        match *self {
+            Census::Sudoku { stage, .. } => {
+                let table = ClassTable::build(stage);
+                let mut jobs = Vec::with_capacity(table.classes().len() * SEEDS.len());
+                for class in table.classes() {
+                    for seed in &SEEDS {
+                        jobs.push(JobSpec {
+                            key: format!("{} {seed}", class.representative),
+                            group: format!("class {}", class.id),
+                            weight: u128::from(class.size),
+                        });
+                    }
+                }
+                Ok(jobs)
+            }
+            Census::EssentiallyDifferent => Ok(ed::jobs()
+                .into_iter()
+                .map(|job| JobSpec {
+                    key: job.key,
+                    group: format!("class {}", job.class),
+                    weight: u128::from(job.weight),
+                })
+                .collect()),
+            Census::Shape { c } => Ok(shapes::jobs(c)
+                .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?
+                .into_iter()
+                .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
+                .collect()),
+        }
+    }
+
+    /// A counter of this census's job keys, its tables built once.
+    pub fn job_counter(&self) -> JobCounter {
+        match *self {
+            Census::Sudoku { counter, .. } => JobCounter::Sudoku(counter.build()),
+            Census::EssentiallyDifferent => JobCounter::EssentiallyDifferent,
+            Census::Shape { c } => JobCounter::Shape { c },
+        }
+    }
+
+    /// The answer from one count per job of [`Census::jobs`] (`counts[i]`
+    /// is the count of `jobs[i]`). Refuses results that are not exactly
+    /// those jobs, each once, so an answer is never folded from part of a
+    /// census.
+    pub fn fold(&self, jobs: &[JobSpec], counts: &[u128]) -> Result<Answer, CensusError> {
+        if jobs.len() != counts.len() {
+            return Err(CensusError::BadResults(format!("{} counts for {} jobs", counts.len(), jobs.len())));
+        }
+        let expected = self.jobs()?;
+        let mut given: Vec<&JobSpec> = jobs.iter().collect();
+        given.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut wanted: Vec<&JobSpec> = expected.iter().collect();
+        wanted.sort_by(|a, b| a.key.cmp(&b.key));
+        if let Some(pair) = given.windows(2).find(|pair| pair[0].key == pair[1].key) {
+            return Err(CensusError::BadResults(format!("job {:?} appears twice", pair[0].key)));
+        }
+        if given != wanted {
+            let missing = wanted.iter().find(|job| !given.contains(job));
+            let foreign = given.iter().find(|job| !wanted.contains(job));
+            return Err(CensusError::BadResults(match (missing, foreign) {
+                (_, Some(job)) => {
+                    format!("job {:?} (group {:?}, weight {}) is not one of {self}", job.key, job.group, job.weight)
+                }
+                (Some(job), None) => format!("job {:?} has no count", job.key),
+                (None, None) => "the jobs differ".into(),
+            }));
+        }
+        match *self {
+            Census::Sudoku { .. } => {
+                // S = sum of class size x seed count; N0 = 9! x 72^2 x S.
+                let s: BigUint = jobs.iter().zip(counts).map(|(job, &count)| BigUint::from(job.weight) * count).sum();
+                let n0 = n0_from_s(&s);
+                let kilfoil = kilfoil_estimate();
+                let terms = vec![
+                    ("S".to_string(), s.to_string()),
+                    ("S factorized".to_string(), factorize(&s).to_string()),
+                    ("N0 = 9! x 72^2 x S".to_string(), n0.to_string()),
+                    (
+                        "Kilfoil's estimate".to_string(),
+                        format!("{kilfoil:.4e} ({:+.3}% from N0)", 100.0 * relative_error(kilfoil, &n0)),
+                    ),
+                ];
+                Ok(Answer { value: n0, terms })
+            }
+            Census::EssentiallyDifferent => {
+                let fixed_jobs: Vec<ed::FixedJob> = jobs
+                    .iter()
+                    .map(|job| {
+                        let class = job.group.strip_prefix("class ").and_then(|n| n.parse().ok());
+                        let weight = u64::try_from(job.weight).ok();
+                        match (class, weight) {
+                            (Some(class), Some(weight)) => Ok(ed::FixedJob { key: job.key.clone(), class, weight }),
+                            _ => {
+                                Err(CensusError::BadResults(format!("job {:?} has a foreign group or weight", job.key)))
+                            }
+                        }
+                    })
+                    .collect::<Result<_, _>>()?;
+                let fold = ed::fold(&fixed_jobs, counts).map_err(|e| CensusError::BadResults(e.to_string()))?;
+                let mut terms: Vec<(String, String)> = fold
+                    .terms
+                    .iter()
+                    .map(|term| (format!("class {}: size x A", term.class), format!("{} x {}", term.size, term.fixed)))
+                    .collect();
+                terms.push(("sum of size x A".into(), fold.sum.to_string()));
+                terms.push(("|G|".into(), ed::GROUP_ORDER.to_string()));
+                terms.push(("essentially different = sum / |G|".into(), fold.answer.to_string()));
+                Ok(Answer { value: fold.answer, terms })
+            }
+            Census::Shape { c } => {
+                let shape_jobs: Vec<shapes::ShapeJob> = jobs
+                    .iter()
+                    .map(|job| shapes::ShapeJob { key: job.key.clone(), group: job.group.clone(), weight: job.weight })
+                    .collect();
+                let value = shapes::fold(c, shape_jobs.iter().zip(counts.iter().copied()))
+                    .map_err(|e| CensusError::BadResults(e.to_string()))?;
+                let groups = jobs.iter().map(|job| &job.group).collect::<std::collections::BTreeSet<_>>().len();
+                let terms = vec![
+                    ("column-set classes".into(), groups.to_string()),
+                    (format!("grids(2 x {c}) = sum of weight x F^2"), value.to_string()),
+                ];
+                Ok(Answer { value, terms })
+            }
+        }
+    }
+}
+
+/// Counts job keys of one census; built once per worker (the 9x9
+/// counters build tables).
+pub enum JobCounter {
+    Sudoku(Box<dyn Counter>),
+    EssentiallyDifferent,
+    Shape { c: usize },
+}
+
+impl JobCounter {
+    /// The count of one job, from its key alone.
+    pub fn count(&self, key: &str) -> Result<u128, CensusError> {
+        let bad = |reason: String| CensusError::BadKey { key: key.to_string(), reason };
+        match self {
+            JobCounter::Sudoku(counter) => {
+                let (band, seed) = key.split_once(' ').ok_or_else(|| bad("not BAND SEED".into()))?;
+                let band: Band = band.parse().map_err(|e: crate::BandError| bad(e.to_string()))?;
+                if !band.is_standard() {
+                    return Err(bad("the band's B1 is not 123/456/789".into()));
+                }
+                let seed = parse_seed(seed).ok_or_else(|| bad(format!("{seed:?} is not a seed like 235/689")))?;
+                Ok(u128::from(counter.count(&band, &seed)))
+            }
+            JobCounter::EssentiallyDifferent => ed::count_job(key).map_err(|e| bad(e.to_string())),
+            JobCounter::Shape { c } => {
+                if !key.starts_with(&format!("2x{c}:")) {
+                    return Err(bad(format!("not a 2 x {c} key")));
+                }
+                shapes::count_job(key).map_err(|e| bad(e.to_string()))
+            }
+        }
+    }
+}
+
+fn parse_seed(text: &str) -> Option<Seed> {
+    SEEDS.iter().find(|seed| seed.to_string() == text).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count_all(census: Census) -> Answer {
+        let counter = census.job_counter();
+        let jobs = census.jobs().unwrap();
+        let counts: Vec<u128> = jobs.iter().map(|job| counter.count(&job.key).unwrap()).collect();
+        census.fold(&jobs, &counts).unwrap()
+    }
+
+    #[test]
+    fn censuses_read_back_what_they_print() {
+        for text in ["sudoku stage=russell counter=column-sets", "essentially-different", "shape boxes=2x5"] {
+            assert_eq!(text.parse::<Census>().unwrap().to_string(), text);
+        }
+        assert_eq!(
+            "sudoku".parse::<Census>().unwrap(),
+            Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets }
+        );
+        assert_eq!("shape boxes=4x2".parse::<Census>().unwrap(), Census::Shape { c: 4 });
+        assert_eq!("shape boxes=3x3".parse::<Census>().unwrap(), "sudoku".parse().unwrap());
+        for (text, says) in [
+            ("", "empty"),
+            ("tetris", "not a kind"),
+            ("shape", "boxes=RxC"),
+            ("shape boxes=3x4", "2x2 to 2x6"),
+            ("shape boxes=2x", "not RxC"),
+            ("sudoku stage=45", "45"),
+            ("sudoku stage=44 stage=71", "twice"),
+            ("essentially-different boxes=2x2", "takes no boxes"),
+        ] {
+            let error = text.parse::<Census>().unwrap_err().to_string();
+            assert!(error.contains(says), "{text:?}: {error}");
+        }
+    }
+
+    /// N0 through the common face, from the 440 jobs of the Russell stage.
+    #[test]
+    fn the_sudoku_census_folds_to_n0() {
+        let answer = count_all("sudoku".parse().unwrap());
+        assert_eq!(answer.value.to_string(), "6670903752021072936960");
+        assert!(answer.terms.contains(&("S".to_string(), "3546146300288".to_string())));
+    }
+
+    /// 2x2, 2x3 and 2x4 through the common face (published totals, see
+    /// docs/mathematics.md), and their transposes by name.
+    #[test]
+    fn shape_censuses_fold_to_the_published_totals() {
+        for (boxes, grids) in [("2x2", "288"), ("3x2", "28200960"), ("2x4", "29136487207403520")] {
+            let answer = count_all(format!("shape boxes={boxes}").parse().unwrap());
+            assert_eq!(answer.value.to_string(), grids, "{boxes}");
+        }
+    }
+
+    /// The fold refuses anything but exactly the census's jobs, each once.
+    #[test]
+    fn partial_repeated_or_foreign_results_are_refused() {
+        let census: Census = "shape boxes=2x3".parse().unwrap();
+        let counter = census.job_counter();
+        let jobs = census.jobs().unwrap();
+        let counts: Vec<u128> = jobs.iter().map(|job| counter.count(&job.key).unwrap()).collect();
+        let fold = |jobs: &[JobSpec], counts: &[u128]| census.fold(jobs, counts).unwrap_err().to_string();
+        assert!(fold(&jobs[1..], &counts[1..]).contains("has no count"));
+        let mut repeated = jobs.clone();
+        repeated[1] = repeated[0].clone();
+        assert!(fold(&repeated, &counts).contains("appears twice"));
+        let mut heavier = jobs.clone();
+        heavier[0].weight += 1;
+        assert!(fold(&heavier, &counts).contains("is not one of shape boxes=2x3"));
+        assert!(fold(&jobs, &counts[1..]).contains("counts for"));
+    }
+
+    /// The essentially different fold through the common face: a made-up
+    /// identity count of k x |G| and zeros elsewhere gives k; a sum |G|
+    /// does not divide is refused (the real counts are tested in
+    /// tests/essentially_different.rs).
+    #[test]
+    fn the_essentially_different_fold_divides_by_the_group_order() {
+        let census = Census::EssentiallyDifferent;
+        let jobs = census.jobs().unwrap();
+        assert_eq!(jobs.len(), 282);
+        let identity = jobs.iter().position(|job| job.key == "ed1 identity").unwrap();
+        let mut counts = vec![0u128; jobs.len()];
+        counts[identity] = 7 * ed::GROUP_ORDER as u128;
+        assert_eq!(census.fold(&jobs, &counts).unwrap().value, BigUint::from(7u32));
+        counts[identity] += 1;
+        assert!(census.fold(&jobs, &counts).unwrap_err().to_string().contains("not a multiple"));
+    }
+
+    #[test]
+    fn keys_of_another_census_are_refused() {
+        let sudoku = Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets }.job_counter();
+        for key in ["", "123456789456789123789123456", "123456789456789123789123456 999/999", "2x2:003,003"] {
+            assert!(matches!(sudoku.count(key), Err(CensusError::BadKey { .. })), "{key:?}");
+        }
+        assert_eq!(sudoku.count("123456789456789123789123456 235/689").map(|n| n > 0), Ok(true));
+        let shape = Census::Shape { c: 3 }.job_counter();
+        assert!(shape.count("2x2:003,003").unwrap_err().to_string().contains("not a 2 x 3 key"));
+        assert!(Census::EssentiallyDifferent.job_counter().count("2x2:003,003").is_err());
+    }
+}
