@@ -149,7 +149,23 @@ impl FromStr for Census {
     }
 }
 
+/// Russell and Jarvis (2006): the number of essentially different grids.
+pub const PUBLISHED_ESSENTIALLY_DIFFERENT: u64 = 5_472_730_538;
+
 impl Census {
+    /// The published answer, where there is one: N0 (Felgenhauer and
+    /// Jarvis), the essentially different grids (Russell and Jarvis), the
+    /// 2 x c totals (docs/mathematics.md names their sources).
+    pub fn published(&self) -> Option<BigUint> {
+        match *self {
+            Census::Sudoku { .. } => Some(n0_from_s(&BigUint::from(crate::total::PUBLISHED_S))),
+            Census::EssentiallyDifferent => Some(BigUint::from(PUBLISHED_ESSENTIALLY_DIFFERENT)),
+            Census::Shape { c } => {
+                shapes::PUBLISHED_GRIDS.iter().find(|(side, _)| *side == c).and_then(|(_, grids)| grids.parse().ok())
+            }
+        }
+    }
+
     /// Every job of the census, in a fixed order.
     pub fn jobs(&self) -> Result<Vec<JobSpec>, CensusError> {
         match *self {
@@ -251,11 +267,12 @@ impl Census {
                     })
                     .collect::<Result<_, _>>()?;
                 let fold = ed::fold(&fixed_jobs, counts).map_err(|e| CensusError::BadResults(e.to_string()))?;
-                let mut terms: Vec<(String, String)> = fold
-                    .terms
-                    .iter()
-                    .map(|term| (format!("class {}: size x A", term.class), format!("{} x {}", term.size, term.fixed)))
-                    .collect();
+                // The classes that fix no grid add nothing; the 27 that do are the audit.
+                let fixing: Vec<_> = fold.terms.iter().filter(|term| term.fixed > 0).collect();
+                let mut terms = vec![("classes of G fixing some grid".to_string(), fixing.len().to_string())];
+                terms.extend(fixing.iter().map(|term| {
+                    (format!("class {}: size x A", term.class), format!("{} x {}", term.size, term.fixed))
+                }));
                 terms.push(("sum of size x A".into(), fold.sum.to_string()));
                 terms.push(("|G|".into(), ed::GROUP_ORDER.to_string()));
                 terms.push(("essentially different = sum / |G|".into(), fold.answer.to_string()));
@@ -356,8 +373,10 @@ mod tests {
     /// N0 through the common face, from the 440 jobs of the Russell stage.
     #[test]
     fn the_sudoku_census_folds_to_n0() {
-        let answer = count_all("sudoku".parse().unwrap());
+        let census: Census = "sudoku".parse().unwrap();
+        let answer = count_all(census);
         assert_eq!(answer.value.to_string(), "6670903752021072936960");
+        assert_eq!(census.published().as_ref(), Some(&answer.value));
         assert!(answer.terms.contains(&("S".to_string(), "3546146300288".to_string())));
     }
 
@@ -366,8 +385,10 @@ mod tests {
     #[test]
     fn shape_censuses_fold_to_the_published_totals() {
         for (boxes, grids) in [("2x2", "288"), ("3x2", "28200960"), ("2x4", "29136487207403520")] {
-            let answer = count_all(format!("shape boxes={boxes}").parse().unwrap());
+            let census: Census = format!("shape boxes={boxes}").parse().unwrap();
+            let answer = count_all(census);
             assert_eq!(answer.value.to_string(), grids, "{boxes}");
+            assert_eq!(census.published(), Some(answer.value));
         }
     }
 

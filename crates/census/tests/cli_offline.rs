@@ -395,3 +395,25 @@ fn the_readme_lists_every_flag() {
 
 /// Described once, under the table, for every client command.
 const CLIENT_FLAGS: [&str; 5] = ["--token", "--token-file", "--tls-ca", "--tls-client-cert", "--tls-client-key"];
+
+/// Other kinds of census through `bench --census`: the same jobs, counter
+/// and fold an engine will run, checked against the published answers.
+#[test]
+fn bench_counts_other_kinds_of_census_exactly() {
+    let shape = census(&["bench", "--census", "shape boxes=3x2", "--json"]);
+    assert!(shape.status.success(), "{}", String::from_utf8_lossy(&shape.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&shape.stdout).unwrap();
+    assert_eq!(report["census"], "shape boxes=2x3");
+    assert_eq!(report["answer"], "28200960");
+    assert_eq!(report["exact"], true);
+
+    let different = census(&["bench", "--census", "essentially-different", "--threads", "2"]);
+    let text = String::from_utf8_lossy(&different.stdout);
+    assert!(different.status.success(), "{text}{}", String::from_utf8_lossy(&different.stderr));
+    assert!(text.contains("classes of G fixing some grid: 27"), "{text}");
+    assert!(text.contains("answer = 5,472,730,538 (the published value)"), "{text}");
+
+    let unknown = census(&["bench", "--census", "shape boxes=3x4"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("the shapes are 2x2 to 2x6"));
+}
