@@ -17,8 +17,7 @@ pub mod limits;
 mod status_page;
 mod worker_api;
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use census_math::{ClassTable, CounterKind, Stage};
@@ -72,9 +71,6 @@ pub struct Coordinator {
     /// The independent check of 9x9 results: the column-sets counter
     /// counts a job in microseconds, whatever counter the run uses.
     checker: Arc<dyn census_math::Counter>,
-    /// Runs whose final total this process has already logged (a log nicety,
-    /// not state: a restarted coordinator may log a total again).
-    announced: Mutex<HashSet<RunId>>,
 }
 
 /// Maps a store error to the gRPC status a client can act on: permanent
@@ -101,12 +97,7 @@ pub fn status_of(error: StoreError) -> Status {
 
 impl Coordinator {
     pub fn new(store: Arc<dyn JobStore>, config: CoordinatorConfig) -> Arc<Coordinator> {
-        Arc::new(Coordinator {
-            store,
-            config,
-            checker: Arc::from(CounterKind::ColumnSets.build()),
-            announced: Mutex::new(HashSet::new()),
-        })
+        Arc::new(Coordinator { store, config, checker: Arc::from(CounterKind::ColumnSets.build()) })
     }
 
     pub fn store(&self) -> &Arc<dyn JobStore> {
@@ -195,18 +186,13 @@ impl Coordinator {
     }
 
     /// Logs the exact total of every run that has become final.
+    /// Logs the answer of every run that this coordinator's completions
+    /// finished: the store says which, so nothing is asked of every run.
     async fn announce_finished_runs(&self) {
-        let Ok(runs) = self.store.list_runs().await else { return };
-        for run in runs.into_iter().filter(|r| r.is_final) {
-            if !self.announced.lock().expect("never poisoned").insert(run.run_id) {
-                continue;
-            }
-            match self.store.total(run.run_id).await {
-                Ok(total) => tracing::info!(
-                    run = run.run_id, stage = %run.spec.stage, s = %total.s, n0 = %total.n0,
-                    "census finished: N0 = {}", total.n0
-                ),
-                Err(error) => tracing::error!(run = run.run_id, %error, "the finished run's total does not check"),
+        for run in self.store.take_finished_runs() {
+            match self.store.total(run).await {
+                Ok(total) => tracing::info!(run, s = %total.s, n0 = %total.n0, "census finished: N0 = {}", total.n0),
+                Err(error) => tracing::error!(run, %error, "the finished run's total does not check"),
             }
         }
     }

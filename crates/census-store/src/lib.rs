@@ -396,6 +396,11 @@ pub trait JobStore: Send + Sync {
     /// results before it is returned; a mismatch is an error, never an answer.
     async fn total(&self, run: RunId) -> Result<RunTotal, StoreError>;
     async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError>;
+    /// The runs this store value finished (wrote S and N0 for) since the
+    /// last call, each once, after their transactions committed. Lets the
+    /// caller announce a finished run without asking for every run after
+    /// every completion.
+    fn take_finished_runs(&self) -> Vec<RunId>;
     /// Answers when the database does (for health checks).
     async fn ping(&self) -> Result<(), StoreError>;
     /// Closes every connection; for SQLite this folds the write-ahead log

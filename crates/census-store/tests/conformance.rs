@@ -150,12 +150,17 @@ async fn duplicates_change_nothing_and_a_final_total_cannot_be_reopened(store: A
     let leases = store.lease(Some(run), "w", 10, TTL).await.unwrap();
     assert_eq!(leases.len(), 10);
     let done: Vec<Completion> = leases.iter().map(|l| completion(l, "w", true_count(l))).collect();
-    store.complete_many(&done).await.unwrap();
+    store.complete_many(&done[..9]).await.unwrap();
+    assert!(store.take_finished_runs().is_empty(), "not finished with a job to go");
+    store.complete_many(&done[9..]).await.unwrap();
     let total = store.total(run).await.unwrap();
     assert!(total.is_final);
+    assert_eq!(store.take_finished_runs(), vec![run], "the completion that finished the run says so");
+    assert!(store.take_finished_runs().is_empty(), "once");
 
     let again = store.complete(&done[0]).await.unwrap();
     assert_eq!(again, CompleteOutcome::AlreadyDone);
+    assert!(store.take_finished_runs().is_empty(), "a repeat finishes nothing again");
     assert_eq!(store.total(run).await.unwrap(), total, "a repeated completion changes nothing");
 
     // The holder contradicting itself is rejected; anyone else is stale.

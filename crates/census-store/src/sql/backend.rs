@@ -211,7 +211,7 @@ impl SqlStore {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
         };
         migrations.run(&pool).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
-        Ok(SqlStore { pool, backend, config, runs: Mutex::new(HashMap::new()) })
+        Ok(SqlStore { pool, backend, config, runs: Mutex::new(HashMap::new()), finished: Mutex::new(Vec::new()) })
     }
 }
 

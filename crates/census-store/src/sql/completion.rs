@@ -413,6 +413,7 @@ impl SqlStore {
             .await?;
         }
         self.record_rejections(&mut tx, &deltas.rejections, now).await?;
+        let mut finished = Vec::new();
         for (&run, delta) in &deltas.runs {
             sqlx::query(
                 "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
@@ -425,11 +426,12 @@ impl SqlStore {
             .bind(delta.counted)
             .execute(&mut *tx)
             .await?;
-            if delta.done > 0 {
-                self.finish_if_complete(&mut tx, run).await?;
+            if delta.done > 0 && self.finish_if_complete(&mut tx, run).await? {
+                finished.push(run);
             }
         }
         tx.commit().await?;
+        self.finished.lock().expect("never poisoned").extend(finished);
         Ok(outcomes)
     }
 

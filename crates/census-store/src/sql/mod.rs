@@ -41,6 +41,8 @@ pub struct SqlStore {
     backend: Backend,
     config: StoreConfig,
     runs: Mutex<HashMap<RunId, Arc<RunFacts>>>,
+    /// Runs finished by this value's committed transactions, not yet taken.
+    finished: Mutex<Vec<RunId>>,
 }
 
 fn now_ms() -> i64 {
@@ -111,6 +113,10 @@ impl JobStore for SqlStore {
 
     async fn requeue(&self, run: RunId, job: Option<JobId>) -> Result<u64, StoreError> {
         self.requeue_jobs(run, job).await
+    }
+
+    fn take_finished_runs(&self) -> Vec<RunId> {
+        std::mem::take(&mut *self.finished.lock().expect("never poisoned"))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -61,13 +61,14 @@ impl SqlStore {
     }
 
     /// Writes S and N0 if every job of the run is done and no conflict is
-    /// open, inside the caller's transaction. The sum is computed twice, by
-    /// the database and by `num-bigint`, and a mismatch aborts the transaction.
+    /// open, inside the caller's transaction; true when it did. The sum is
+    /// computed twice, by the database and by `num-bigint`, and a mismatch
+    /// aborts the transaction.
     pub(super) async fn finish_if_complete(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         run: RunId,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let row = sqlx::query("SELECT jobs_remaining, open_conflicts, finished_at FROM runs WHERE id = $1")
             .bind(run)
             .fetch_one(&mut **tx)
@@ -75,7 +76,7 @@ impl SqlStore {
         let (remaining, conflicts, finished): (i64, i64, Option<i64>) =
             (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
         if remaining > 0 || conflicts > 0 || finished.is_some() {
-            return Ok(());
+            return Ok(false);
         }
         let classes = sqlx::query("SELECT size, CAST(seed_sum AS TEXT) FROM classes WHERE run_id = $1")
             .bind(run)
@@ -116,7 +117,7 @@ impl SqlStore {
             .execute(&mut **tx)
             .await?;
         tracing::info!(run, s = %s, n0 = %n0, "run finished");
-        Ok(())
+        Ok(true)
     }
 
     pub(super) async fn read_progress(&self, run: RunId) -> Result<Progress, StoreError> {
