@@ -3,14 +3,18 @@
 //! dialects differ are the methods of `Backend`.
 //!
 //! One file a concern: `backend` (opening, dialects), `runs`, `queue`
-//! (leases and heartbeats), `completion` (the state machine of reports),
-//! `totals` (finishing a run, progress and sums) and `auth` (tokens and
-//! quarantine). This file holds the store and the trait's table of contents.
+//! (leases and heartbeats), `decision` (the pure state machine of reports),
+//! `completion` (the transaction that applies it), `remedies` (recount,
+//! fail, requeue), `totals` (finishing a run, progress and sums) and `auth`
+//! (tokens and quarantine). This file holds the store and the trait's table
+//! of contents.
 
 mod auth;
 mod backend;
 mod completion;
+mod decision;
 mod queue;
+mod remedies;
 mod runs;
 mod totals;
 
