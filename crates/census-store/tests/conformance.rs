@@ -6,20 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use census_math::total::PUBLISHED_S;
-use census_math::{ClassTable, CounterKind, MAX_SEED_COUNT, SEEDS, Stage};
-use census_store::{
-    ClassSpec, CompleteOutcome, Completion, JobStore, Lease, RunSpec, StoreConfig, StoreError, connect,
-};
+use census_math::{CounterKind, MAX_SEED_COUNT, SEEDS};
+use census_store::{ClassSpec, CompleteOutcome, Completion, JobStore, RunSpec, StoreConfig, StoreError, connect};
+
+mod common;
+use common::{completion, russell_classes, true_count};
 
 const TTL: Duration = Duration::from_secs(30);
-
-fn russell_classes() -> Vec<ClassSpec> {
-    ClassTable::build(Stage::Russell)
-        .classes()
-        .iter()
-        .map(|c| ClassSpec { class_id: c.id, representative: c.representative.to_string(), size: c.size })
-        .collect()
-}
 
 fn spec(redundancy: u32) -> RunSpec {
     RunSpec {
@@ -27,27 +20,6 @@ fn spec(redundancy: u32) -> RunSpec {
         counter: "column-sets".into(),
         counter_version: "column-sets/1".into(),
         redundancy,
-    }
-}
-
-/// The true count of a leased job, from the fast counter.
-fn true_count(lease: &Lease) -> u64 {
-    static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
-        std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
-    COUNTER.count(&lease.band.parse().unwrap(), &SEEDS[lease.seed as usize])
-}
-
-fn completion(lease: &Lease, worker: &str, count: u64) -> Completion {
-    Completion {
-        job_id: lease.job_id,
-        token: lease.token.clone(),
-        worker: worker.into(),
-        band: lease.band.clone(),
-        seed: lease.seed,
-        count,
-        elapsed: Duration::from_micros(10),
-        counter_version: "column-sets/1".into(),
-        checked_count: None,
     }
 }
 

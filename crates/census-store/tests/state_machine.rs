@@ -7,9 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use census_math::{ClassTable, CounterKind, SEEDS, Stage};
 use census_store::{ClassSpec, Completion, JobStore, Lease, RunSpec, StoreConfig, connect};
 use proptest::prelude::*;
+
+mod common;
+use common::{completion, russell_classes, true_count};
 
 const IDENTITIES: [&str; 4] = ["a", "b", "c", "liar"];
 
@@ -63,25 +65,9 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn true_count(lease: &Lease) -> u64 {
-    static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
-        std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
-    COUNTER.count(&lease.band.parse().unwrap(), &SEEDS[lease.seed as usize])
-}
-
 /// A report as the coordinator sends it: the independent check attached.
-fn completion(lease: &Lease, worker: &str, count: u64) -> Completion {
-    Completion {
-        job_id: lease.job_id,
-        token: lease.token.clone(),
-        worker: worker.into(),
-        band: lease.band.clone(),
-        seed: lease.seed,
-        counter_version: "column-sets/1".into(),
-        count,
-        elapsed: Duration::from_millis(1),
-        checked_count: Some(true_count(lease)),
-    }
+fn checked_completion(lease: &Lease, worker: &str, count: u64) -> Completion {
+    Completion { checked_count: Some(true_count(lease)), ..completion(lease, worker, count) }
 }
 
 async fn play(redundancy: u32, steps: Vec<Step>) {
@@ -92,10 +78,7 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
     let _ = std::fs::remove_file(&path);
     let config = StoreConfig { quarantine_after: 1000, ..StoreConfig::default() };
     let store: Arc<dyn JobStore> = connect(path.to_str().unwrap(), config).await.unwrap();
-    let table = ClassTable::build(Stage::Russell);
-    let class = &table.classes()[0];
-    let classes =
-        vec![ClassSpec { class_id: class.id, representative: class.representative.to_string(), size: class.size }];
+    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
     let spec = RunSpec {
         stage: "one-class".into(),
         counter: "column-sets".into(),
@@ -123,7 +106,7 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
                 let Some(lease) = held[owner].get(i).cloned() else { continue };
                 let liar = IDENTITIES[who] == "liar";
                 let count = true_count(&lease) + u64::from(lie || liar);
-                let mut report = completion(&lease, IDENTITIES[who], count);
+                let mut report = checked_completion(&lease, IDENTITIES[who], count);
                 if forge {
                     report.token = "forged".into();
                 }
@@ -131,7 +114,7 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
             }
             Step::Repeat { who, i } => {
                 let Some(lease) = held[who].get(i).cloned() else { continue };
-                let _ = store.complete(&completion(&lease, IDENTITIES[who], true_count(&lease))).await;
+                let _ = store.complete(&checked_completion(&lease, IDENTITIES[who], true_count(&lease))).await;
             }
             Step::Fail { who, i } => {
                 let Some(lease) = held[who].get(i).cloned() else { continue };
@@ -160,11 +143,11 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
     // Honest identities can always finish the run, and it ends exact.
     let expected: u64 = (0..10)
         .map(|seed| {
-            let lease = Lease { seed, band: class.representative.to_string(), ..dummy_lease() };
+            let lease = Lease { seed, band: classes[0].representative.clone(), ..dummy_lease() };
             true_count(&lease)
         })
         .sum::<u64>()
-        * class.size;
+        * classes[0].size;
     for _ in 0..20 {
         store.requeue(run, None).await.unwrap();
         let progress = store.progress(run).await.unwrap();
@@ -175,7 +158,7 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
         }
         for who in ["a", "b", "c", "d", "e"] {
             let leases = store.lease(Some(run), who, 10, Duration::from_secs(60)).await.unwrap();
-            let done: Vec<Completion> = leases.iter().map(|l| completion(l, who, true_count(l))).collect();
+            let done: Vec<Completion> = leases.iter().map(|l| checked_completion(l, who, true_count(l))).collect();
             store.complete_many(&done).await.unwrap();
         }
         let total = store.total(run).await.unwrap();

@@ -63,10 +63,9 @@
 //! The memo is used only below the split depth (a memo hit above it would
 //! skip numbering), so a split costs some sharing between parts.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use rustc_hash::FxHashMap;
 
-use super::group::{Rearrangement, permutation_order};
+use super::group::{Rearrangement, lcm, permutation_order};
 
 /// The cycle types of S9 (the partitions of 9), each longest cycle first,
 /// in descending lexicographic order: `[9]` first, `[1; 9]` last.
@@ -268,7 +267,7 @@ impl FixedCounter {
             numbered,
             memo_capacity: (MEMO_CAPACITY / frontiers.iter().flatten().count().max(1)).max(1 << 12),
             frontiers: &frontiers,
-            memo: (0..orbits.len()).map(|_| HashMap::default()).collect(),
+            memo: (0..orbits.len()).map(|_| FxHashMap::default()).collect(),
         };
         search.run(0, &state)
     }
@@ -411,28 +410,9 @@ struct Search<'a> {
     /// Subtree counts by state: two nodes at one depth whose frontier units,
     /// touched and open digits agree have the same completions, since every
     /// other unit a later orbit touches is still empty.
-    memo: Vec<HashMap<MemoKey, u64, BuildHasherDefault<MixHasher>>>,
+    memo: Vec<FxHashMap<MemoKey, u64>>,
     /// The most entries one depth's memo keeps.
     memo_capacity: usize,
-}
-
-/// A small multiply-mix hasher for memo keys (std's SipHash is several
-/// times slower here, and the keys are not adversarial).
-#[derive(Default)]
-struct MixHasher(u64);
-
-impl Hasher for MixHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(23) ^ u64::from_le_bytes(word)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0 ^ self.0 >> 29
-    }
 }
 
 impl Search<'_> {
@@ -504,13 +484,6 @@ impl Search<'_> {
         }
         total
     }
-}
-
-fn lcm(a: u64, b: u64) -> u64 {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 { a } else { gcd(b, a % b) }
-    }
-    a / gcd(a, b) * b
 }
 
 #[cfg(test)]

@@ -303,7 +303,7 @@ pub fn cycle_lengths(points: &[u8]) -> Vec<usize> {
     lengths
 }
 
-fn lcm(a: u64, b: u64) -> u64 {
+pub(super) fn lcm(a: u64, b: u64) -> u64 {
     fn gcd(a: u64, b: u64) -> u64 {
         if b == 0 { a } else { gcd(b, a % b) }
     }
