@@ -4,11 +4,12 @@
 use std::pin::Pin;
 use std::time::Duration;
 
-use census_math::total::{factorize, kilfoil_estimate, relative_error};
+use census_math::census::Census;
+use census_math::total::{factorize, kilfoil_estimate, n0_from_s, relative_error};
 use census_math::{CounterKind, Stage};
 use census_proto::v1::census_service_server::CensusService;
 use census_proto::v1::{
-    CancelRunRequest, ClassLine, CreateRunRequest, GetProgressRequest, GetResultRequest, ListClassesRequest,
+    CancelRunRequest, ClassLine, Term, CreateRunRequest, GetProgressRequest, GetResultRequest, ListClassesRequest,
     ListClassesResponse, ListRunsRequest, ListRunsResponse, Progress, RecountJobRequest, RecountJobResponse,
     RequeueJobsRequest, RequeueJobsResponse, Run, RunResult, SetRunPriorityRequest, WatchProgressRequest, WorkerLine,
 };
@@ -22,10 +23,15 @@ use crate::limits::{self, MAX_NAME_LEN, MAX_WATCH_INTERVAL_MS};
 use crate::{Api, Coordinator, status_of};
 
 pub(crate) fn run_message(run: RunSummary) -> Run {
+    let (stage, counter) = match run.spec.census.parse() {
+        Ok(Census::Sudoku { stage, counter }) => (stage.name().to_string(), counter.name().to_string()),
+        _ => Default::default(),
+    };
     Run {
         run_id: run.run_id,
-        stage: run.spec.stage,
-        counter: run.spec.counter,
+        census: run.spec.census,
+        stage,
+        counter,
         counter_version: run.spec.counter_version,
         redundancy: run.spec.redundancy,
         classes: run.classes,
@@ -45,41 +51,53 @@ fn positive(field: &str, id: i64) -> Result<i64, Status> {
 }
 
 impl Coordinator {
-    /// A run's total, rechecked by the store, with its factorization and
+    /// A run's answer, folded again by the store, with its terms; for 9x9
+    /// runs also S, N0 (provisional ones too), the factorization and
     /// Kilfoil's estimate.
     pub(crate) async fn result(&self, run: RunId) -> Result<RunResult, Status> {
         let total = self.store.total(run).await.map_err(status_of)?;
-        let s: BigUint = total.s.parse().map_err(|_| Status::internal("the stored S is not a number"))?;
-        let n0: BigUint = total.n0.parse().map_err(|_| Status::internal("the stored N0 is not a number"))?;
-        let estimate = kilfoil_estimate();
-        Ok(RunResult {
+        let mut result = RunResult {
             run_id: run,
             r#final: total.is_final,
-            factorization: factorize(&s).to_string(),
-            kilfoil_estimate: estimate,
-            kilfoil_relative_error: if n0 == BigUint::default() { 0.0 } else { relative_error(estimate, &n0) },
-            s: total.s,
-            n0: total.n0,
-        })
+            answer: total.answer.as_ref().map(ToString::to_string).unwrap_or_default(),
+            terms: total.terms.into_iter().map(|(name, value)| Term { name, value }).collect(),
+            weighted_sum: total.weighted_sum.to_string(),
+            ..RunResult::default()
+        };
+        if let Ok(Census::Sudoku { .. }) = total.census.parse() {
+            let s = total.weighted_sum;
+            let n0 = total.answer.unwrap_or_else(|| n0_from_s(&s));
+            let estimate = kilfoil_estimate();
+            result.factorization = factorize(&s).to_string();
+            result.kilfoil_estimate = estimate;
+            result.kilfoil_relative_error = if n0 == BigUint::default() { 0.0 } else { relative_error(estimate, &n0) };
+            result.s = s.to_string();
+            result.n0 = n0.to_string();
+        }
+        result.census = total.census;
+        Ok(result)
     }
 
     /// A run's classes with their sums so far.
     pub(crate) async fn class_lines(&self, run: RunId) -> Result<Vec<ClassLine>, Status> {
+        let census: Option<Census> = self.store.run(run).await.map_err(status_of)?.spec.census.parse().ok();
         let classes = self.store.class_totals(run).await.map_err(status_of)?;
         Ok(classes
             .into_iter()
-            .map(|class| {
-                let seed_sum: BigUint = class.seed_sum.parse().unwrap_or_default();
-                ClassLine {
-                    class_id: class.class_id,
-                    representative: class.representative,
-                    size: class.size,
-                    seeds_done: class.seeds_done,
-                    completions: (&seed_sum * 72u32).to_string(),
-                    contribution: (&seed_sum * class.size).to_string(),
-                    seed_sum: class.seed_sum,
-                    complete: class.complete,
-                }
+            .map(|class| ClassLine {
+                class_id: class.class_id,
+                complete: class.complete(),
+                size: u64::try_from(class.weight).unwrap_or(u64::MAX),
+                weight: class.weight.to_string(),
+                seeds_done: class.jobs_done,
+                jobs_total: class.jobs_total,
+                completions: census
+                    .and_then(|census| census.group_completions(&class.count_sum))
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
+                contribution: (&class.count_sum * class.weight).to_string(),
+                seed_sum: class.count_sum.to_string(),
+                representative: class.label,
             })
             .collect())
     }
@@ -125,15 +143,28 @@ impl CensusService for Api {
         let request = request.into_inner();
         limits::bounded("stage", &request.stage, MAX_NAME_LEN)?;
         limits::bounded("counter", &request.counter, MAX_NAME_LEN)?;
-        let stage: Stage =
-            request.stage.parse().map_err(|e: census_math::UnknownStage| Status::invalid_argument(e.to_string()))?;
-        let counter = if request.counter.is_empty() {
-            CounterKind::default()
-        } else {
-            request
-                .counter
+        limits::bounded("census", &request.census, census_store::MAX_KEY_LEN)?;
+        let census = if request.census.is_empty() {
+            let stage: Stage = request
+                .stage
                 .parse()
-                .map_err(|e: census_math::counter::UnknownCounter| Status::invalid_argument(e.to_string()))?
+                .map_err(|e: census_math::UnknownStage| Status::invalid_argument(e.to_string()))?;
+            let counter = if request.counter.is_empty() {
+                CounterKind::default()
+            } else {
+                request
+                    .counter
+                    .parse()
+                    .map_err(|e: census_math::counter::UnknownCounter| Status::invalid_argument(e.to_string()))?
+            };
+            Census::Sudoku { stage, counter }
+        } else if !request.stage.is_empty() || !request.counter.is_empty() {
+            return Err(Status::invalid_argument(
+                "give a census, or a stage and counter for the 9x9 count, not both (put them in the census: \
+                 \"sudoku stage=44 counter=banded\")",
+            ));
+        } else {
+            request.census.parse().map_err(|e: census_math::census::CensusError| Status::invalid_argument(e.to_string()))?
         };
         if request.redundancy > MAX_REDUNDANCY {
             return Err(Status::invalid_argument(format!(
@@ -141,11 +172,11 @@ impl CensusService for Api {
                 request.redundancy
             )));
         }
-        let run = self.0.create_run(stage, counter, request.redundancy.max(1)).await.map_err(status_of)?;
+        let run = self.0.create_run(census, request.redundancy.max(1)).await.map_err(status_of)?;
         if request.priority != 0 && request.priority != run.priority {
             self.0.store.set_priority(run.run_id, request.priority).await.map_err(status_of)?;
         }
-        tracing::info!(operator = %caller.name, run = run.run_id, stage = %run.spec.stage, counter = %run.spec.counter, "run submitted");
+        tracing::info!(operator = %caller.name, run = run.run_id, census = %run.spec.census, "run submitted");
         let run = self.0.store.run(run.run_id).await.map_err(status_of)?;
         Ok(Response::new(run_message(run)))
     }

@@ -20,10 +20,10 @@ mod worker_api;
 use std::sync::Arc;
 use std::time::Duration;
 
-use census_math::{ClassTable, CounterKind, Stage};
+use census_math::census::{Census, JobCounter};
 use census_proto::v1::census_service_server::CensusServiceServer;
 use census_proto::v1::worker_service_server::WorkerServiceServer;
-use census_store::{ClassSpec, JobStore, RunId, RunSpec, RunSummary, StoreError};
+use census_store::{JobStore, RunId, RunSpec, RunSummary, StoreError};
 use tonic::Status;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
@@ -68,9 +68,10 @@ impl Default for CoordinatorConfig {
 pub struct Coordinator {
     store: Arc<dyn JobStore>,
     config: CoordinatorConfig,
-    /// The independent check of 9x9 results: the column-sets counter
-    /// counts a job in microseconds, whatever counter the run uses.
-    checker: Arc<dyn census_math::Counter>,
+    /// The counters that check results, one per census, built on first
+    /// use (`Census::checking_counter`: for 9x9 runs the column-sets
+    /// counter, whatever counter the run uses).
+    checkers: std::sync::Mutex<std::collections::HashMap<String, Arc<JobCounter>>>,
 }
 
 /// Maps a store error to the gRPC status a client can act on: permanent
@@ -85,11 +86,10 @@ pub fn status_of(error: StoreError) -> Status {
     match error {
         StoreError::UnknownRun(_) | StoreError::UnknownJob(_) => Status::not_found(message),
         StoreError::StaleToken { .. } | StoreError::RunCancelled(_) => Status::failed_precondition(message),
-        StoreError::AbsurdCount { .. }
-        | StoreError::InvalidBand { .. }
-        | StoreError::Invalid(_)
-        | StoreError::Rejected { .. } => Status::invalid_argument(message),
-        StoreError::TotalMismatch { .. } => Status::data_loss(message),
+        StoreError::CountTooLarge { .. } | StoreError::Invalid(_) | StoreError::Rejected { .. } => {
+            Status::invalid_argument(message)
+        }
+        StoreError::TotalMismatch { .. } | StoreError::Fold(_) => Status::data_loss(message),
         StoreError::Connect { .. } | StoreError::Unavailable(_) => Status::unavailable(message),
         StoreError::Database(_) => Status::internal(message),
     }
@@ -97,37 +97,39 @@ pub fn status_of(error: StoreError) -> Status {
 
 impl Coordinator {
     pub fn new(store: Arc<dyn JobStore>, config: CoordinatorConfig) -> Arc<Coordinator> {
-        Arc::new(Coordinator { store, config, checker: Arc::from(CounterKind::ColumnSets.build()) })
+        Arc::new(Coordinator { store, config, checkers: Default::default() })
     }
 
     pub fn store(&self) -> &Arc<dyn JobStore> {
         &self.store
     }
 
-    /// Creates (or finds, or resumes) the run of a stage: its class table
-    /// is built here, and one job per (class, seed) is stored.
-    pub async fn create_run(
-        &self,
-        stage: Stage,
-        counter: CounterKind,
-        redundancy: u32,
-    ) -> Result<RunSummary, StoreError> {
-        let table = tokio::task::spawn_blocking(move || ClassTable::build(stage))
+    /// Creates (or finds, or resumes) the run of a census: its jobs are
+    /// listed here (for the 9x9 count, the stage's class table is built)
+    /// and stored.
+    pub async fn create_run(&self, census: Census, redundancy: u32) -> Result<RunSummary, StoreError> {
+        let jobs = tokio::task::spawn_blocking(move || census.jobs())
             .await
-            .map_err(|e| StoreError::Database(format!("building the class table failed: {e}")))?;
-        let classes: Vec<ClassSpec> = table
-            .classes()
-            .iter()
-            .map(|c| ClassSpec { class_id: c.id, representative: c.representative.to_string(), size: c.size })
-            .collect();
+            .map_err(|e| StoreError::Database(format!("listing the census's jobs panicked: {e}")))?
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let spec = RunSpec {
-            stage: stage.name().to_string(),
-            counter: counter.name().to_string(),
-            counter_version: counter.version().to_string(),
+            census: census.to_string(),
+            counter_version: census.counter_version(),
             redundancy: redundancy.max(1),
         };
-        let run = self.store.create_run(&spec, &classes).await?;
+        let run = self.store.create_run(&spec, &jobs).await?;
         self.store.run(run).await
+    }
+
+    /// The counter that checks results of `census` (text as stored).
+    fn checker(&self, census: &str) -> Option<Arc<JobCounter>> {
+        if let Some(checker) = self.checkers.lock().expect("never poisoned").get(census) {
+            return Some(checker.clone());
+        }
+        let parsed: Census = census.parse().ok()?;
+        let checker = Arc::new(parsed.checking_counter());
+        self.checkers.lock().expect("never poisoned").insert(census.to_string(), checker.clone());
+        Some(checker)
     }
 
     /// Serves every service on `listener` until `shutdown` completes.
@@ -191,7 +193,10 @@ impl Coordinator {
     async fn announce_finished_runs(&self) {
         for run in self.store.take_finished_runs() {
             match self.store.total(run).await {
-                Ok(total) => tracing::info!(run, s = %total.s, n0 = %total.n0, "census finished: N0 = {}", total.n0),
+                Ok(total) => {
+                    let answer = total.answer.map(|answer| answer.to_string()).unwrap_or_default();
+                    tracing::info!(run, census = %total.census, %answer, "census finished: {answer}")
+                }
                 Err(error) => tracing::error!(run, %error, "the finished run's total does not check"),
             }
         }

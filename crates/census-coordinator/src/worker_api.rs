@@ -2,7 +2,6 @@
 //! identity is its token's name; results are checked against an
 //! independent count before the store sees them.
 
-use census_math::{Band, SEEDS};
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_server::WorkerService;
 use census_proto::v1::{
@@ -27,25 +26,23 @@ fn completion_of(worker: &str, result: &JobResult) -> Result<Completion, Status>
     }
     limits::bounded("the lease token", &result.token, MAX_TOKEN_LEN)?;
     limits::bounded("counter_version", &result.counter_version, MAX_NAME_LEN)?;
-    if result.band.is_empty() {
-        return Err(Status::invalid_argument(format!("job {job}: the counted band is missing")));
+    if result.key.is_empty() {
+        return Err(Status::invalid_argument(format!("job {job}: the counted key is missing")));
     }
-    limits::bounded("band", &result.band, 81)?;
-    Band::parse(&result.band)
-        .map_err(|e| Status::invalid_argument(format!("job {job}: band {:?}: {e}", result.band)))?;
-    if result.seed as usize >= SEEDS.len() {
-        return Err(Status::invalid_argument(format!("job {job}: seed {} is not 0-9", result.seed)));
-    }
+    limits::bounded("key", &result.key, census_store::MAX_KEY_LEN)?;
+    limits::bounded("count", &result.count, 40)?;
+    let count: u128 = result.count.parse().map_err(|_| {
+        Status::invalid_argument(format!("job {job}: count {:?} is not a whole number below 2^128", result.count))
+    })?;
     let elapsed =
         limits::elapsed(result.elapsed_seconds).map_err(|e| Status::invalid_argument(format!("job {job}: {e}")))?;
     Ok(Completion {
         job_id: job,
         token: result.token.clone(),
         worker: worker.to_string(),
-        band: result.band.clone(),
-        seed: result.seed as u8,
+        key: result.key.clone(),
         counter_version: result.counter_version.clone(),
-        count: result.count,
+        count,
         elapsed,
         checked_count: None,
     })
@@ -76,25 +73,29 @@ fn outcome_of(job_id: i64, outcome: Result<CompleteOutcome, StoreError>) -> JobO
 }
 
 impl Api {
-    /// Counts a share of the completions again with the independent
-    /// counter, on a blocking thread, and attaches the checked counts.
+    /// Counts a share of the completions again with their census's
+    /// checking counter, on a blocking thread, and attaches the checked
+    /// counts. A key the counter cannot read is not the job's: the store
+    /// rejects it.
     async fn validate(&self, mut completions: Vec<Completion>) -> Result<Vec<Completion>, Status> {
         let fraction = self.0.config.validate_fraction;
         if fraction <= 0.0 || completions.is_empty() {
             return Ok(completions);
         }
-        let checker = self.0.checker.clone();
+        let ids: Vec<i64> = completions.iter().map(|c| c.job_id).collect();
+        let censuses = self.0.store.censuses_of(&ids).await.map_err(status_of)?;
+        let coordinator = self.0.clone();
         tokio::task::spawn_blocking(move || {
             for completion in &mut completions {
                 if fraction < 1.0 && rand::random::<f64>() >= fraction {
                     continue;
                 }
-                // The form was checked in `completion_of`; a band that is not
-                // standard cannot be a job's, and the store rejects it.
-                if let Ok(band) = Band::parse(&completion.band)
-                    && band.is_standard()
-                {
-                    completion.checked_count = Some(checker.count(&band, &SEEDS[completion.seed as usize]));
+                let Some(checker) = censuses.get(&completion.job_id).and_then(|census| coordinator.checker(census))
+                else {
+                    continue;
+                };
+                if let Ok(count) = checker.count(&completion.key) {
+                    completion.checked_count = Some(count);
                 }
             }
             completions
@@ -134,11 +135,8 @@ impl WorkerService for Api {
             .map(|lease| Job {
                 job_id: lease.job_id,
                 run_id: lease.run_id,
-                class_id: lease.class_id,
-                band: lease.band,
-                seed: u32::from(lease.seed),
-                seed_text: SEEDS[lease.seed as usize].to_string(),
-                counter: lease.counter,
+                census: lease.census,
+                key: lease.key,
                 token: lease.token,
                 attempt: lease.attempt,
             })

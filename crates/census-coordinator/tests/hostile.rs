@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use census_coordinator::auth::{generate_token, hash_token};
 use census_coordinator::{Coordinator, CoordinatorConfig};
-use census_math::{CounterKind, SEEDS};
+use census_math::CounterKind;
 use census_proto::client::{AuthChannel, ClientConfig};
 use census_proto::v1::census_service_client::CensusServiceClient;
 use census_proto::v1::job_outcome::Status as Outcome;
@@ -60,7 +60,7 @@ impl Harness {
 
     async fn create_run(&self, redundancy: u32) -> i64 {
         self.census(Some(&self.operator))
-            .create_run(CreateRunRequest { stage: "44".into(), counter: String::new(), redundancy, priority: 0 })
+            .create_run(CreateRunRequest { stage: "44".into(), redundancy, ..Default::default() })
             .await
             .unwrap()
             .into_inner()
@@ -76,19 +76,18 @@ impl Harness {
     }
 }
 
-fn true_count(job: &Job) -> u64 {
-    static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
-        std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
-    COUNTER.count(&job.band.parse().unwrap(), &SEEDS[job.seed as usize])
+fn true_count(job: &Job) -> u128 {
+    static COUNTER: std::sync::LazyLock<census_math::census::JobCounter> =
+        std::sync::LazyLock::new(|| census_math::census::JobCounter::Sudoku(CounterKind::ColumnSets.build()));
+    COUNTER.count(&job.key).unwrap()
 }
 
-fn report(job: &Job, count: u64) -> JobResult {
+fn report(job: &Job, count: u128) -> JobResult {
     JobResult {
         job_id: job.job_id,
         token: job.token.clone(),
-        band: job.band.clone(),
-        seed: job.seed,
-        count,
+        key: job.key.clone(),
+        count: count.to_string(),
         elapsed_seconds: 0.001,
         counter_version: "column-sets/1".into(),
     }
@@ -159,7 +158,7 @@ async fn roles_limit_what_a_token_may_do(store: Arc<dyn JobStore>) {
     let h = Harness::start(store, CoordinatorConfig::default()).await;
     let run = h.create_run(1).await;
     let worker = h.token("node-1", Role::Worker).await;
-    let create = CreateRunRequest { stage: "71".into(), counter: String::new(), redundancy: 1, priority: 0 };
+    let create = CreateRunRequest { stage: "71".into(), redundancy: 1, ..Default::default() };
     let denied = one_off(h.census(Some(&worker)).create_run(create.clone()).await);
     assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
     assert_eq!(one_off(h.census(Some(&h.reader)).create_run(create).await).code(), Code::PermissionDenied);
@@ -332,10 +331,12 @@ async fn old_tokens_are_fenced(store: Arc<dyn JobStore>) {
     let mut client = h.worker(&sloppy);
     let job = lease(&mut client, run, 1).await.remove(0);
     let mut wrong_seed = report(&job, true_count(&job));
-    wrong_seed.seed = (job.seed + 1) % 10;
+    let (band, seed) = job.key.split_once(' ').unwrap();
+    let other_seed = census_math::SEEDS.iter().map(ToString::to_string).find(|s| s != seed).unwrap();
+    wrong_seed.key = format!("{band} {other_seed}");
     let outcome = complete(&mut client, vec![wrong_seed]).await.remove(0);
     assert_eq!(outcome.status, Outcome::Rejected as i32);
-    assert!(outcome.message.contains("seed"), "{outcome:?}");
+    assert!(outcome.message.contains("but the job is"), "{outcome:?}");
     let job = lease(&mut client, run, 1).await.remove(0);
     let mut wrong_version = report(&job, true_count(&job));
     wrong_version.counter_version = "enumerate/1".into();
@@ -343,12 +344,13 @@ async fn old_tokens_are_fenced(store: Arc<dyn JobStore>) {
     assert_eq!(outcome.status, Outcome::Rejected as i32);
     // Ten seeds per class: among eleven jobs two bands differ.
     let jobs = lease(&mut client, run, 11).await;
-    let other = jobs.iter().find(|j| j.band != jobs[0].band).expect("two classes");
+    let band = |job: &Job| job.key.split(' ').next().unwrap().to_string();
+    let other = jobs.iter().find(|j| band(j) != band(&jobs[0])).expect("two classes");
     let mut wrong_band = report(&jobs[0], true_count(other));
-    wrong_band.band = other.band.clone();
+    wrong_band.key = other.key.clone();
     let outcome = complete(&mut client, vec![wrong_band]).await.remove(0);
     assert_eq!(outcome.status, Outcome::Rejected as i32, "{outcome:?}");
-    assert!(outcome.message.contains("band"), "{outcome:?}");
+    assert!(outcome.message.contains("but the job is"), "{outcome:?}");
     assert!(h.store.is_quarantined("sloppy").await.unwrap(), "three wrong reports quarantine an identity");
     finish(&h, &mut h.worker(&token), run).await;
     let result = h.result(run).await;
@@ -361,15 +363,24 @@ async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
     let mut operator = h.census(Some(&h.operator));
     let huge = one_off(
         operator
-            .create_run(CreateRunRequest {
-                stage: "44".into(),
-                counter: String::new(),
-                redundancy: u32::MAX,
-                priority: 0,
-            })
+            .create_run(CreateRunRequest { stage: "44".into(), redundancy: u32::MAX, ..Default::default() })
             .await,
     );
     assert_eq!(huge.code(), Code::InvalidArgument, "{huge:?}");
+    for (census, stage, says) in [
+        ("tetris", "", "not a kind"),
+        ("shape boxes=9x9", "", "2x2 to 2x6"),
+        ("essentially-different", "44", "not both"),
+        (&*"x".repeat(10_000), "", "at most"),
+    ] {
+        let refused = one_off(
+            operator
+                .create_run(CreateRunRequest { census: census.into(), stage: stage.into(), ..Default::default() })
+                .await,
+        );
+        assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+        assert!(refused.message().contains(says), "{says}: {refused:?}");
+    }
     let token = h.token("w", Role::Worker).await;
     let mut client = h.worker(&token);
     // A megabyte of worker id is ignored: the identity is the token's name.
@@ -390,9 +401,16 @@ async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
     let mut nan = report(&job, true_count(&job));
     nan.elapsed_seconds = f64::NAN;
     assert_eq!(complete(&mut client, vec![nan]).await[0].status, Outcome::Rejected as i32);
-    let absurd = complete(&mut client, vec![report(&job, u64::MAX)]).await.remove(0);
+    // A count no job has: refused by the independent check, or by SQLite as too large.
+    let absurd = complete(&mut client, vec![report(&job, u128::from(u64::MAX))]).await.remove(0);
     assert_eq!(absurd.status, Outcome::Rejected as i32);
-    assert!(absurd.message.contains("impossible"), "{absurd:?}");
+    assert!(absurd.message.contains("independent check") || absurd.message.contains("larger"), "{absurd:?}");
+    for bad in ["", "-1", "1e9", "x", &"9".repeat(50)] {
+        let mut garbled = report(&job, 1);
+        garbled.count = bad.into();
+        let outcome = complete(&mut client, vec![garbled]).await.remove(0);
+        assert_eq!(outcome.status, Outcome::Rejected as i32, "{bad:?}: {outcome:?}");
+    }
     let long_reason = one_off(
         client
             .fail_job(FailJobRequest {

@@ -174,9 +174,11 @@ impl Census {
                 let mut jobs = Vec::with_capacity(table.classes().len() * SEEDS.len());
                 for class in table.classes() {
                     for seed in &SEEDS {
+                        // The group is the class's representative, which the
+                        // 9x9 audit (`class_totals`) shows.
                         jobs.push(JobSpec {
                             key: format!("{} {seed}", class.representative),
-                            group: format!("class {}", class.id),
+                            group: class.representative.to_string(),
                             weight: u128::from(class.size),
                         });
                     }
@@ -199,6 +201,36 @@ impl Census {
         }
     }
 
+    /// Names the counting code: results of different versions are never
+    /// mixed in one run.
+    pub fn counter_version(&self) -> String {
+        match *self {
+            Census::Sudoku { counter, .. } => counter.version().to_string(),
+            Census::EssentiallyDifferent => format!("fixed-points/{}", ed::jobs::KEY_VERSION),
+            Census::Shape { .. } => "band-f/1".to_string(),
+        }
+    }
+
+    /// A counter that checks a worker's result: for the 9x9 count the
+    /// column-sets counter (independent of `banded` and `enumerate`), for the
+    /// other kinds their one counter.
+    pub fn checking_counter(&self) -> JobCounter {
+        match *self {
+            Census::Sudoku { .. } => JobCounter::Sudoku(CounterKind::ColumnSets.build()),
+            _ => self.job_counter(),
+        }
+    }
+
+    /// What a group's count sum means to a reader, where it means more than
+    /// the sum: for the 9x9 count, the completions of the class
+    /// representative, 72 x the seed sum (the `class_totals` audit).
+    pub fn group_completions(&self, count_sum: &BigUint) -> Option<BigUint> {
+        match self {
+            Census::Sudoku { .. } => Some(count_sum * 72u32),
+            _ => None,
+        }
+    }
+
     /// A counter of this census's job keys, its tables built once.
     pub fn job_counter(&self) -> JobCounter {
         match *self {
@@ -213,10 +245,15 @@ impl Census {
     /// those jobs, each once, so an answer is never folded from part of a
     /// census.
     pub fn fold(&self, jobs: &[JobSpec], counts: &[u128]) -> Result<Answer, CensusError> {
+        self.fold_against(&self.jobs()?, jobs, counts)
+    }
+
+    /// [`Census::fold`] with the census's jobs given: `expected` must be
+    /// what [`Census::jobs`] returns (a caller that folds often keeps them).
+    pub fn fold_against(&self, expected: &[JobSpec], jobs: &[JobSpec], counts: &[u128]) -> Result<Answer, CensusError> {
         if jobs.len() != counts.len() {
             return Err(CensusError::BadResults(format!("{} counts for {} jobs", counts.len(), jobs.len())));
         }
-        let expected = self.jobs()?;
         let mut given: Vec<&JobSpec> = jobs.iter().collect();
         given.sort_by(|a, b| a.key.cmp(&b.key));
         let mut wanted: Vec<&JobSpec> = expected.iter().collect();

@@ -1,19 +1,22 @@
 //! The durable job store of the census: the queue of record.
 //!
-//! Everything the census knows lives in SQL: runs, their classes, one job per
-//! (class, seed), an append-only table of results with provenance, and the
-//! final total, written in the same transaction as the last result. Postgres
-//! is the store for distributed runs, SQLite the embedded default; both
-//! implement [`JobStore`] and pass the same conformance suite.
+//! Everything a census knows lives in SQL: runs, their classes (the
+//! census's groups: a label and an exact weight), their jobs (a text key a
+//! worker counts from), an append-only table of results with provenance,
+//! and the final answer, written in the same transaction as the last
+//! result. Postgres is the store for distributed runs, SQLite the embedded
+//! default; both implement [`JobStore`] and pass the same conformance suite.
 //!
-//! This crate knows SQL and the census's mathematics (to validate bands and
-//! bound counts); it knows nothing of gRPC, workers or the command line.
+//! This crate knows SQL and, of the mathematics, only the seam
+//! `census_math::census`: a run's census folds its job counts into the
+//! answer. It knows nothing of what a key means (no bands, seeds or 9!),
+//! nothing of gRPC, workers or the command line.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), census_store::StoreError> {
 //! let store = census_store::connect("census.db", census_store::StoreConfig::default()).await?;
 //! for run in store.list_runs().await? {
-//!     println!("run {} ({}): {}/{} jobs done", run.run_id, run.spec.stage, run.jobs_done, run.jobs_total);
+//!     println!("run {} ({}): {}/{} jobs done", run.run_id, run.spec.census, run.jobs_done, run.jobs_total);
 //! }
 //! # Ok(()) }
 //! ```
@@ -25,6 +28,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use census_math::census::JobSpec;
+use num_bigint::BigUint;
 pub use sql::SqlStore;
 
 /// Settings that are not part of a run's identity.
@@ -80,49 +85,37 @@ pub struct RunSummary {
 
 /// The identity of a run in the store.
 pub type RunId = i64;
-/// The identity of a job (one class representative and one seed) in the store.
+/// The identity of a job in the store.
 pub type JobId = i64;
 
 /// What a run computes. Two runs with equal specs are the same run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSpec {
-    /// The class stage's name, e.g. `russell` (44 classes) or `catalogue` (36,288).
-    pub stage: String,
-    /// The counter's name, e.g. `column-sets`.
-    pub counter: String,
+    /// The census, as `census_math::census::Census` prints it, e.g.
+    /// `sudoku stage=russell counter=column-sets` or `essentially-different`.
+    pub census: String,
     /// The counter's version; results of different versions are never mixed.
     pub counter_version: String,
     /// How many distinct workers must agree on a job before it counts (1 = no redundancy).
     pub redundancy: u32,
 }
 
-/// One class of a run, as the coordinator hands it to the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClassSpec {
-    /// The class number within its stage (0-based, in order of representatives).
-    pub class_id: u32,
-    /// The least band of the class, in 27-digit form.
-    pub representative: String,
-    /// The number of catalogue bands in the class.
-    pub size: u64,
-}
+/// The longest job key, class label or census description the store keeps.
+pub const MAX_KEY_LEN: usize = 200;
 
 /// A job handed to a worker, with everything needed to count it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     pub job_id: JobId,
     pub run_id: RunId,
-    pub class_id: u32,
-    /// The class representative, 27 digits.
-    pub band: String,
-    /// The seed's index, 0-9, in the order of `census_math`'s seed list.
-    pub seed: u8,
+    /// The run's census ([`RunSpec::census`]): what the key means.
+    pub census: String,
+    /// What to count, e.g. `123456789456789123789123456 235/689`.
+    pub key: String,
     /// 1 for the first lease of the job, incremented by every new lease.
     pub attempt: u32,
     /// Proves the holder owns this attempt; fresh for every lease.
     pub token: String,
-    /// The counter the run uses.
-    pub counter: String,
 }
 
 /// A finished job, as reported by a worker.
@@ -134,16 +127,15 @@ pub struct Completion {
     pub token: String,
     /// The authenticated identity that reports (never a field the client chose).
     pub worker: String,
-    /// What was counted, compared with the job: a report for another band,
-    /// seed or counter version is rejected.
-    pub band: String,
-    pub seed: u8,
+    /// What was counted, compared with the job: a report for another key or
+    /// counter version is rejected.
+    pub key: String,
     pub counter_version: String,
-    pub count: u64,
+    pub count: u128,
     pub elapsed: Duration,
     /// The count an independent check computed, when the coordinator
     /// validated this result; a different reported count is rejected.
-    pub checked_count: Option<u64>,
+    pub checked_count: Option<u128>,
 }
 
 /// What the store did with a [`Completion`].
@@ -155,7 +147,7 @@ pub enum CompleteOutcome {
     AlreadyDone,
     /// Redundant identities disagreed past any quorum: the job is failed and
     /// flagged until an operator recounts it.
-    Conflict { stored: u64 },
+    Conflict { stored: u128 },
 }
 
 /// What a heartbeat found.
@@ -196,27 +188,37 @@ pub struct WorkerProgress {
     pub last_seen_unix: i64,
 }
 
-/// One class with its sums, as the `class_totals` view shows it.
+/// One class (a group of jobs) with its sums, as the `group_totals` view shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassTotal {
     pub class_id: u32,
-    pub representative: String,
-    pub size: u64,
-    pub seeds_done: u32,
-    /// Sum of the class's seed counts so far (decimal).
-    pub seed_sum: String,
-    pub complete: bool,
+    /// The census's name for the group (for the 9x9 count, the representative band).
+    pub label: String,
+    pub weight: u128,
+    pub jobs_total: u32,
+    pub jobs_done: u32,
+    /// Sum of the counts of the class's done jobs so far.
+    pub count_sum: BigUint,
 }
 
-/// The run's total, final only when every job is done and no conflict is open.
+impl ClassTotal {
+    pub fn complete(&self) -> bool {
+        self.jobs_done == self.jobs_total
+    }
+}
+
+/// The run's answer, final only when every job is done and no conflict is open.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunTotal {
     pub run_id: RunId,
+    pub census: String,
     pub is_final: bool,
-    /// S = sum over classes of size x seed_sum, decimal.
-    pub s: String,
-    /// N0 = 9! x 72^2 x S, decimal.
-    pub n0: String,
+    /// Sum over classes of weight x count sum, so far (for the 9x9 count, S).
+    pub weighted_sum: BigUint,
+    /// The census's exact answer, once final (folded by `census_math`).
+    pub answer: Option<BigUint>,
+    /// The named terms of the answer, in reading order, once final.
+    pub terms: Vec<(String, String)>,
 }
 
 /// Everything that can go wrong in the store, each with a message a person can act on.
@@ -234,10 +236,10 @@ pub enum StoreError {
     Rejected { job: JobId, reason: String },
     #[error("run {0} is cancelled; submit it again to resume it")]
     RunCancelled(RunId),
-    #[error("job {job}: count {count} is impossible (at most {max} completions for one job)")]
-    AbsurdCount { job: JobId, count: u64, max: u64 },
-    #[error("class {class_id}: {representative:?} is not a valid band: {reason}")]
-    InvalidBand { class_id: u32, representative: String, reason: String },
+    #[error("job {job}: count {count} is larger than this database holds (at most {max}; Postgres holds any)")]
+    CountTooLarge { job: JobId, count: u128, max: u128 },
+    #[error("the run's results cannot be folded into its answer: {0}")]
+    Fold(#[source] census_math::census::CensusError),
     #[error("invalid input: {0}")]
     Invalid(String),
     #[error("the stored total {stored} does not equal the exact total {computed}")]
@@ -353,9 +355,15 @@ pub fn check_identity(name: &str) -> Result<(), StoreError> {
 /// The queue of record. See the crate documentation for the semantics.
 #[async_trait]
 pub trait JobStore: Send + Sync {
-    /// Creates the run, its classes and one job per (class, seed); returns the
-    /// existing run if one with the same spec exists.
-    async fn create_run(&self, spec: &RunSpec, classes: &[ClassSpec]) -> Result<RunId, StoreError>;
+    /// Creates the run, its jobs and their classes (one per distinct
+    /// [`JobSpec::group`], numbered in order of first appearance); returns
+    /// the existing run if one with the same spec exists. The jobs are
+    /// checked against the census only when the run finishes: its fold
+    /// refuses any job list but the census's own.
+    async fn create_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<RunId, StoreError>;
+    /// The census of each of `jobs`' runs (unknown jobs are left out), so
+    /// a result can be checked with its census's counter.
+    async fn censuses_of(&self, jobs: &[JobId]) -> Result<std::collections::HashMap<JobId, String>, StoreError>;
     /// Every run, oldest first.
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
     /// One run.
@@ -364,7 +372,8 @@ pub trait JobStore: Send + Sync {
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError>;
     /// Extends the leases still held by `worker`.
     async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError>;
-    /// Records a result, marks the job done and adds to its class, in one transaction.
+    /// Records a result, marks the job done and adds to its class, in one
+    /// transaction; the last job's transaction folds the answer.
     async fn complete(&self, completion: &Completion) -> Result<CompleteOutcome, StoreError> {
         let mut outcomes = self.complete_many(std::slice::from_ref(completion)).await?;
         outcomes.pop().expect("one outcome per completion")
@@ -392,11 +401,11 @@ pub trait JobStore: Send + Sync {
     /// Sets a run's priority: higher runs are leased first.
     async fn set_priority(&self, run: RunId, priority: i64) -> Result<(), StoreError>;
     async fn progress(&self, run: RunId) -> Result<Progress, StoreError>;
-    /// The run's total. A final total is re-checked against the accepted
+    /// The run's answer. A final answer is folded again from the accepted
     /// results before it is returned; a mismatch is an error, never an answer.
     async fn total(&self, run: RunId) -> Result<RunTotal, StoreError>;
     async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError>;
-    /// The runs this store value finished (wrote S and N0 for) since the
+    /// The runs this store value finished (wrote the answer of) since the
     /// last call, each once, after their transactions committed. Lets the
     /// caller announce a finished run without asking for every run after
     /// every completion.

@@ -6,37 +6,31 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use census_math::total::PUBLISHED_S;
-use census_math::{CounterKind, MAX_SEED_COUNT, SEEDS};
-use census_store::{ClassSpec, CompleteOutcome, Completion, JobStore, RunSpec, StoreConfig, StoreError, connect};
+use census_store::{CompleteOutcome, Completion, JobSpec, JobStore, RunSpec, StoreConfig, StoreError, connect};
 
 mod common;
-use common::{completion, russell_classes, true_count};
+use common::{RUSSELL, SMALL, census, completion, jobs, spec, true_count, weighted_sum};
 
 const TTL: Duration = Duration::from_secs(30);
 
-fn spec(redundancy: u32) -> RunSpec {
-    RunSpec {
-        stage: "russell".into(),
-        counter: "column-sets".into(),
-        counter_version: "column-sets/1".into(),
-        redundancy,
-    }
+fn russell(redundancy: u32) -> RunSpec {
+    spec(RUSSELL, redundancy)
 }
 
 async fn idempotent_run_creation(store: Arc<dyn JobStore>) {
-    let classes = russell_classes();
-    let first = store.create_run(&spec(1), &classes).await.unwrap();
-    let again = store.create_run(&spec(1), &classes).await.unwrap();
+    let classes = jobs(RUSSELL);
+    let first = store.create_run(&russell(1), &classes).await.unwrap();
+    let again = store.create_run(&russell(1), &classes).await.unwrap();
     assert_eq!(first, again);
     let runs = store.list_runs().await.unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!((runs[0].classes, runs[0].jobs_total, runs[0].jobs_done), (44, 440, 0));
-    let other = store.create_run(&spec(2), &classes).await.unwrap();
+    let other = store.create_run(&russell(2), &classes).await.unwrap();
     assert_ne!(other, first);
 }
 
 async fn concurrent_lessees_drain_the_run_exactly(store: Arc<dyn JobStore>) {
-    let run = store.create_run(&spec(1), &russell_classes()).await.unwrap();
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
     let held: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let mut tasks = Vec::new();
@@ -76,16 +70,17 @@ async fn concurrent_lessees_drain_the_run_exactly(store: Arc<dyn JobStore>) {
     assert_eq!(progress.workers.iter().map(|w| w.jobs).sum::<u64>(), 440);
     let total = store.total(run).await.unwrap();
     assert!(total.is_final);
-    assert_eq!(total.s, PUBLISHED_S.to_string());
-    assert_eq!(total.n0, "6670903752021072936960");
+    assert_eq!(total.weighted_sum.to_string(), PUBLISHED_S.to_string());
+    assert_eq!(total.answer.unwrap().to_string(), "6670903752021072936960");
+    assert!(total.terms.contains(&("S".to_string(), PUBLISHED_S.to_string())), "{:?}", total.terms);
     let classes = store.class_totals(run).await.unwrap();
     assert_eq!(classes.len(), 44);
-    assert!(classes.iter().all(|c| c.complete && c.seeds_done == 10));
+    assert!(classes.iter().all(|c| c.complete() && c.jobs_done == 10));
     assert!(store.lease(Some(run), "late", 10, TTL).await.unwrap().is_empty());
 }
 
 async fn an_expired_lease_is_leased_again_and_the_old_attempt_is_refused(store: Arc<dyn JobStore>) {
-    let run = store.create_run(&spec(1), &russell_classes()).await.unwrap();
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
     let first = store.lease(Some(run), "slow", 1, Duration::from_millis(1)).await.unwrap().remove(0);
     tokio::time::sleep(Duration::from_millis(20)).await;
     let second = store.lease(Some(run), "fast", 1, TTL).await.unwrap().remove(0);
@@ -102,7 +97,7 @@ async fn an_expired_lease_is_leased_again_and_the_old_attempt_is_refused(store: 
 }
 
 async fn heartbeats_keep_leases(store: Arc<dyn JobStore>) {
-    let run = store.create_run(&spec(1), &russell_classes()).await.unwrap();
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
     let leases = store.lease(Some(run), "w", 3, Duration::from_millis(200)).await.unwrap();
     let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
     let outcome = store.heartbeat("w", &tokens, TTL).await.unwrap();
@@ -117,14 +112,13 @@ async fn heartbeats_keep_leases(store: Arc<dyn JobStore>) {
 }
 
 async fn duplicates_change_nothing_and_a_final_total_cannot_be_reopened(store: Arc<dyn JobStore>) {
-    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
-    let run = store.create_run(&spec(1), &classes).await.unwrap();
-    let leases = store.lease(Some(run), "w", 10, TTL).await.unwrap();
-    assert_eq!(leases.len(), 10);
+    let run = store.create_run(&spec(SMALL, 1), &jobs(SMALL)).await.unwrap();
+    let leases = store.lease(Some(run), "w", 100, TTL).await.unwrap();
+    assert_eq!(leases.len(), 26);
     let done: Vec<Completion> = leases.iter().map(|l| completion(l, "w", true_count(l))).collect();
-    store.complete_many(&done[..9]).await.unwrap();
+    store.complete_many(&done[..25]).await.unwrap();
     assert!(store.take_finished_runs().is_empty(), "not finished with a job to go");
-    store.complete_many(&done[9..]).await.unwrap();
+    store.complete_many(&done[25..]).await.unwrap();
     let total = store.total(run).await.unwrap();
     assert!(total.is_final);
     assert_eq!(store.take_finished_runs(), vec![run], "the completion that finished the run says so");
@@ -151,15 +145,14 @@ async fn duplicates_change_nothing_and_a_final_total_cannot_be_reopened(store: A
 }
 
 async fn disagreeing_identities_open_a_conflict_that_a_recount_resolves(store: Arc<dyn JobStore>) {
-    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
-    let run = store.create_run(&spec(2), &classes).await.unwrap();
+    let run = store.create_run(&spec(SMALL, 2), &jobs(SMALL)).await.unwrap();
     // Three identities, three different counts for one job: no quorum of 2 is possible.
     let mut job = None;
     for (i, worker) in ["a", "b", "c"].iter().enumerate() {
         let lease = store.lease(Some(run), worker, 1, TTL).await.unwrap().remove(0);
         let job_id = *job.get_or_insert(lease.job_id);
         assert_eq!(lease.job_id, job_id);
-        let outcome = store.complete(&completion(&lease, worker, 1000 + i as u64)).await.unwrap();
+        let outcome = store.complete(&completion(&lease, worker, 1000 + i as u128)).await.unwrap();
         if i < 2 {
             assert_eq!(outcome, CompleteOutcome::Recorded);
         } else {
@@ -184,21 +177,12 @@ async fn disagreeing_identities_open_a_conflict_that_a_recount_resolves(store: A
     }
     let total = store.total(run).await.unwrap();
     assert!(total.is_final);
-    let expected: u64 = (0..10)
-        .map(|seed| {
-            let band: census_math::Band = classes[0].representative.parse().unwrap();
-            static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
-                std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
-            COUNTER.count(&band, &SEEDS[seed])
-        })
-        .sum::<u64>()
-        * classes[0].size;
-    assert_eq!(total.s, expected.to_string());
+    assert_eq!(total.weighted_sum, weighted_sum(SMALL));
+    assert_eq!(total.answer, census(SMALL).published());
 }
 
 async fn a_failing_job_fails_for_good_after_max_attempts(store: Arc<dyn JobStore>) {
-    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
-    let run = store.create_run(&spec(1), &classes).await.unwrap();
+    let run = store.create_run(&spec(SMALL, 1), &jobs(SMALL)).await.unwrap();
     let mut job = None;
     for attempt in 1..=5 {
         let lease = store.lease(Some(run), "w", 1, TTL).await.unwrap().remove(0);
@@ -209,52 +193,81 @@ async fn a_failing_job_fails_for_good_after_max_attempts(store: Arc<dyn JobStore
     let progress = store.progress(run).await.unwrap();
     assert_eq!(progress.failed, 1);
     let next = store.lease(Some(run), "w", 100, TTL).await.unwrap();
-    assert_eq!(next.len(), 9, "the failed job is not handed out again");
+    assert_eq!(next.len(), 25, "the failed job is not handed out again");
     assert!(next.iter().all(|l| Some(l.job_id) != job));
 }
 
 async fn redundant_runs_need_distinct_agreeing_workers(store: Arc<dyn JobStore>) {
-    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
-    let run = store.create_run(&spec(2), &classes).await.unwrap();
-    let a = store.lease(Some(run), "a", 10, TTL).await.unwrap();
+    let run = store.create_run(&spec(SMALL, 2), &jobs(SMALL)).await.unwrap();
+    let a = store.lease(Some(run), "a", 100, TTL).await.unwrap();
     let done: Vec<Completion> = a.iter().map(|l| completion(l, "a", true_count(l))).collect();
     store.complete_many(&done).await.unwrap();
     assert_eq!(store.progress(run).await.unwrap().done, 0, "one vote is not enough");
-    assert!(store.lease(Some(run), "a", 10, TTL).await.unwrap().is_empty(), "a worker votes once per job");
-    let b = store.lease(Some(run), "b", 10, TTL).await.unwrap();
-    assert_eq!(b.len(), 10);
+    assert!(store.lease(Some(run), "a", 100, TTL).await.unwrap().is_empty(), "a worker votes once per job");
+    let b = store.lease(Some(run), "b", 100, TTL).await.unwrap();
+    assert_eq!(b.len(), 26);
     let done: Vec<Completion> = b.iter().map(|l| completion(l, "b", true_count(l))).collect();
     store.complete_many(&done).await.unwrap();
     let total = store.total(run).await.unwrap();
     assert!(total.is_final);
-    let expected: u64 = a.iter().map(true_count).sum::<u64>() * classes[0].size;
-    assert_eq!(total.s, expected.to_string());
+    assert_eq!(total.weighted_sum, weighted_sum(SMALL));
+    assert_eq!(total.answer, census(SMALL).published());
 }
 
 async fn bad_input_gets_a_typed_error(store: Arc<dyn JobStore>) {
-    let run = store.create_run(&spec(1), &russell_classes()).await.unwrap();
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
     assert!(matches!(store.progress(run + 1000).await, Err(StoreError::UnknownRun(_))));
     assert!(matches!(store.lease(Some(run + 1000), "w", 1, TTL).await, Err(StoreError::UnknownRun(_))));
     let lease = store.lease(Some(run), "w", 1, TTL).await.unwrap().remove(0);
     let mut unknown = completion(&lease, "w", 1);
     unknown.job_id = 1_000_000;
     assert!(matches!(store.complete(&unknown).await, Err(StoreError::UnknownJob(1_000_000))));
-    let absurd = store.complete(&completion(&lease, "w", MAX_SEED_COUNT + 1)).await;
-    let message = absurd.as_ref().unwrap_err().to_string();
-    assert!(matches!(absurd, Err(StoreError::Rejected { .. })), "{message}");
-    assert!(message.contains("impossible"), "{message}");
+    let foreign = store.complete(&Completion { key: "another job".into(), ..completion(&lease, "w", 1) }).await;
+    let message = foreign.as_ref().unwrap_err().to_string();
+    assert!(matches!(foreign, Err(StoreError::Rejected { .. })), "{message}");
+    assert!(message.contains("but the job is"), "{message}");
+    let lease = store.lease(Some(run), "w", 1, TTL).await.unwrap().remove(0);
+    // Over 64 bits: Postgres (NUMERIC) records it, SQLite refuses it by name.
+    let huge = store.complete(&completion(&lease, "w", u128::from(u64::MAX) + 1)).await;
+    assert!(matches!(huge, Ok(CompleteOutcome::Recorded) | Err(StoreError::CountTooLarge { .. })), "{huge:?}");
     let mut stale = completion(&lease, "w", 1);
     stale.token = "not-a-token".into();
     assert!(matches!(store.complete(&stale).await, Err(StoreError::StaleToken { .. })));
     assert!(matches!(store.fail(lease.job_id, "not-a-token", "w", "x").await, Err(StoreError::StaleToken { .. })));
-    let bad_band = vec![ClassSpec { class_id: 0, representative: "123456789123456789123456789".into(), size: 1 }];
-    let refused = store.create_run(&RunSpec { stage: "custom".into(), ..spec(1) }, &bad_band).await;
-    let message = refused.as_ref().unwrap_err().to_string();
-    assert!(matches!(refused, Err(StoreError::InvalidBand { .. })), "{message}");
-    assert!(message.contains("block B1 holds the digit 1 twice"), "{message}");
+    let custom = RunSpec { census: "custom".into(), ..russell(1) };
+    let job = |key: &str, group: &str, weight: u128| JobSpec { key: key.into(), group: group.into(), weight };
+    for (bad, says) in [
+        (vec![], "at least one job"),
+        (vec![job("a", "g", 1), job("a", "g", 1)], "given twice"),
+        (vec![job("a", "g", 1), job("b", "g", 2)], "two weights"),
+        (vec![job("a", "g", 0)], "weight 0"),
+        (vec![job("", "g", 1)], "job key"),
+        (vec![job(&"k".repeat(201), "g", 1)], "job key"),
+    ] {
+        let refused = store.create_run(&custom, &bad).await;
+        let message = refused.as_ref().unwrap_err().to_string();
+        assert!(matches!(refused, Err(StoreError::Invalid(_))), "{message}");
+        assert!(message.contains(says), "{says}: {message}");
+    }
     // Nothing stored was touched by the refusals.
     assert_eq!(store.list_runs().await.unwrap().len(), 1);
-    assert_eq!(store.progress(run).await.unwrap().done, 0);
+    assert!(store.progress(run).await.unwrap().done <= 1);
+}
+
+/// A run whose jobs are not its census's own never gets an answer: the
+/// completion that would finish it is refused, naming the missing job.
+async fn a_forged_job_list_never_folds(store: Arc<dyn JobStore>) {
+    let mut forged = jobs(SMALL);
+    let dropped = forged.pop().unwrap();
+    let run = store.create_run(&spec(SMALL, 1), &forged).await.unwrap();
+    let leases = store.lease(Some(run), "w", 100, TTL).await.unwrap();
+    let done: Vec<Completion> = leases.iter().map(|l| completion(l, "w", true_count(l))).collect();
+    let refused = store.complete_many(&done).await;
+    let message = refused.as_ref().err().map(ToString::to_string).unwrap_or_default();
+    assert!(matches!(refused, Err(StoreError::Fold(_))), "{refused:?}");
+    assert!(message.contains(&dropped.key), "{message}");
+    let total = store.total(run).await.unwrap();
+    assert!(!total.is_final && total.answer.is_none());
 }
 
 async fn sqlite_store() -> Arc<dyn JobStore> {
@@ -302,6 +315,7 @@ conformance!(
     a_failing_job_fails_for_good_after_max_attempts,
     redundant_runs_need_distinct_agreeing_workers,
     bad_input_gets_a_typed_error,
+    a_forged_job_list_never_folds,
 );
 
 #[tokio::test]

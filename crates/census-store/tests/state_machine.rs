@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use census_store::{ClassSpec, Completion, JobStore, Lease, RunSpec, StoreConfig, connect};
+use census_store::{Completion, JobStore, Lease, StoreConfig, connect};
 use proptest::prelude::*;
 
 mod common;
-use common::{completion, russell_classes, true_count};
+use common::{SMALL, census, completion, jobs, spec, true_count, weighted_sum};
 
 const IDENTITIES: [&str; 4] = ["a", "b", "c", "liar"];
 
@@ -66,7 +66,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 /// A report as the coordinator sends it: the independent check attached.
-fn checked_completion(lease: &Lease, worker: &str, count: u64) -> Completion {
+fn checked_completion(lease: &Lease, worker: &str, count: u128) -> Completion {
     Completion { checked_count: Some(true_count(lease)), ..completion(lease, worker, count) }
 }
 
@@ -78,14 +78,7 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
     let _ = std::fs::remove_file(&path);
     let config = StoreConfig { quarantine_after: 1000, ..StoreConfig::default() };
     let store: Arc<dyn JobStore> = connect(path.to_str().unwrap(), config).await.unwrap();
-    let classes: Vec<ClassSpec> = russell_classes().into_iter().take(1).collect();
-    let spec = RunSpec {
-        stage: "one-class".into(),
-        counter: "column-sets".into(),
-        counter_version: "column-sets/1".into(),
-        redundancy,
-    };
-    let run = store.create_run(&spec, &classes).await.unwrap();
+    let run = store.create_run(&spec(SMALL, redundancy), &jobs(SMALL)).await.unwrap();
     let mut held: Vec<Vec<Lease>> = vec![Vec::new(); IDENTITIES.len()];
     let mut job_ids: Vec<i64> = Vec::new();
 
@@ -105,7 +98,7 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
                 let owner = if steal { (who + 1) % IDENTITIES.len() } else { who };
                 let Some(lease) = held[owner].get(i).cloned() else { continue };
                 let liar = IDENTITIES[who] == "liar";
-                let count = true_count(&lease) + u64::from(lie || liar);
+                let count = true_count(&lease) + u128::from(lie || liar);
                 let mut report = checked_completion(&lease, IDENTITIES[who], count);
                 if forge {
                     report.token = "forged".into();
@@ -141,13 +134,7 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
     }
 
     // Honest identities can always finish the run, and it ends exact.
-    let expected: u64 = (0..10)
-        .map(|seed| {
-            let lease = Lease { seed, band: classes[0].representative.clone(), ..dummy_lease() };
-            true_count(&lease)
-        })
-        .sum::<u64>()
-        * classes[0].size;
+    let expected = weighted_sum(SMALL);
     for _ in 0..20 {
         store.requeue(run, None).await.unwrap();
         let progress = store.progress(run).await.unwrap();
@@ -157,13 +144,14 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
             }
         }
         for who in ["a", "b", "c", "d", "e"] {
-            let leases = store.lease(Some(run), who, 10, Duration::from_secs(60)).await.unwrap();
+            let leases = store.lease(Some(run), who, 30, Duration::from_secs(60)).await.unwrap();
             let done: Vec<Completion> = leases.iter().map(|l| checked_completion(l, who, true_count(l))).collect();
             store.complete_many(&done).await.unwrap();
         }
         let total = store.total(run).await.unwrap();
         if total.is_final {
-            assert_eq!(total.s, expected.to_string());
+            assert_eq!(total.weighted_sum, expected);
+            assert_eq!(total.answer, census(SMALL).published());
             let _ = std::fs::remove_file(&path);
             return;
         }
@@ -177,19 +165,6 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
     panic!("honest identities could not finish the run: {:?}", store.progress(run).await.unwrap());
 }
 
-fn dummy_lease() -> Lease {
-    Lease {
-        job_id: 0,
-        run_id: 0,
-        class_id: 0,
-        band: String::new(),
-        seed: 0,
-        attempt: 0,
-        token: String::new(),
-        counter: String::new(),
-    }
-}
-
 /// What holds after every step.
 async fn check(store: &Arc<dyn JobStore>, run: i64) {
     let total = store.total(run).await.expect("the stored total always rechecks");
@@ -201,7 +176,7 @@ async fn check(store: &Arc<dyn JobStore>, run: i64) {
     }
     let classes = store.class_totals(run).await.unwrap();
     assert_eq!(
-        classes.iter().map(|c| c.seeds_done as u64).sum::<u64>(),
+        classes.iter().map(|c| c.jobs_done as u64).sum::<u64>(),
         progress.done,
         "one accepted count per done job"
     );

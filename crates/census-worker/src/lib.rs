@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use census_math::{Band, Counter, CounterKind, SEEDS};
+use census_math::census::{Census, JobCounter};
 use census_proto::client::{AuthChannel, ClientConfig};
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_client::WorkerServiceClient;
@@ -120,7 +120,8 @@ struct Worker {
     config: WorkerConfig,
     client: WorkerServiceClient<AuthChannel>,
     stop: watch::Receiver<Stop>,
-    counters: HashMap<String, Arc<dyn Counter>>,
+    /// One counter per census met, with its counter version.
+    counters: HashMap<String, Arc<CensusCounter>>,
     report: WorkerReport,
 }
 
@@ -178,35 +179,46 @@ impl Worker {
             let ttl = Duration::from_secs(u64::from(response.lease_ttl_seconds.max(1)));
             let started = Instant::now();
             let jobs = response.jobs.len();
-            let results = self.count_batch(response.jobs, ttl).await?;
-            let Some(results) = results else { return Ok(()) };
+            let counted = self.count_batch(response.jobs, ttl).await?;
+            let Some((results, heartbeat)) = counted else { return Ok(()) };
             if self.config.batch.is_none() {
                 // About one second of counting per thread per batch.
                 let per_job = started.elapsed().as_secs_f64() / jobs as f64;
                 let wanted = self.config.threads as f64 / per_job.max(1e-6);
                 batch = wanted.clamp(self.config.threads as f64, 2048.0) as u32;
             }
+            // The leases are kept until the report is answered: the
+            // coordinator checks results by counting them again, which for
+            // slow jobs takes as long as counting did.
             self.report_results(results).await;
+            heartbeat.abort();
         }
         Ok(())
     }
 
-    fn counter(&mut self, name: &str) -> Result<Arc<dyn Counter>, String> {
-        if let Some(counter) = self.counters.get(name) {
+    /// The counter of a census, built the first time a job of it comes.
+    /// A census this worker does not know is the job's failure reason.
+    fn counter(&mut self, census: &str) -> Result<Arc<CensusCounter>, String> {
+        if let Some(counter) = self.counters.get(census) {
             return Ok(counter.clone());
         }
-        let kind: CounterKind = name.parse().map_err(|e: census_math::counter::UnknownCounter| e.to_string())?;
-        let counter: Arc<dyn Counter> = Arc::from(kind.build());
-        self.counters.insert(name.to_string(), counter.clone());
+        let parsed: Census = census.parse().map_err(|e| format!("this worker cannot count the census: {e}"))?;
+        let counter = Arc::new(CensusCounter { counter: parsed.job_counter(), version: parsed.counter_version() });
+        self.counters.insert(census.to_string(), counter.clone());
         Ok(counter)
     }
 
-    /// Counts a batch on `threads` blocking threads, heartbeating meanwhile.
-    /// `None` when told to stop at once.
-    async fn count_batch(&mut self, jobs: Vec<Job>, ttl: Duration) -> Result<Option<Vec<JobResult>>, WorkerError> {
+    /// Counts a batch on `threads` blocking threads, heartbeating meanwhile;
+    /// the heartbeat goes on until the caller stops it. `None` when told to
+    /// stop at once.
+    async fn count_batch(
+        &mut self,
+        jobs: Vec<Job>,
+        ttl: Duration,
+    ) -> Result<Option<(Vec<JobResult>, tokio::task::JoinHandle<()>)>, WorkerError> {
         let mut runnable = Vec::with_capacity(jobs.len());
         for job in jobs {
-            match self.counter(&job.counter) {
+            match self.counter(&job.census) {
                 Ok(counter) => runnable.push((job, counter)),
                 Err(reason) => self.fail(&job, &reason).await,
             }
@@ -216,7 +228,7 @@ impl Worker {
             self.spawn_heartbeat(runnable.iter().map(|(job, _)| job.token.clone()).collect(), ttl, cancelled.clone());
 
         let threads = self.config.threads.min(runnable.len()).max(1);
-        let mut chunks: Vec<Vec<(Job, Arc<dyn Counter>)>> = (0..threads).map(|_| Vec::new()).collect();
+        let mut chunks: Vec<Vec<(Job, Arc<CensusCounter>)>> = (0..threads).map(|_| Vec::new()).collect();
         for (i, job) in runnable.into_iter().enumerate() {
             chunks[i % threads].push(job);
         }
@@ -244,14 +256,13 @@ impl Worker {
                 }
             }
         }
-        heartbeat.abort();
         for (job, reason) in failures {
             self.fail(&job, &reason).await;
         }
         self.report.jobs_counted += results.len() as u64;
         let cancelled = cancelled.lock().expect("never poisoned");
         results.retain(|r| !cancelled.contains(&r.token));
-        Ok(Some(results))
+        Ok(Some((results, heartbeat)))
     }
 
     fn spawn_heartbeat(
@@ -342,10 +353,16 @@ impl Worker {
     }
 }
 
+/// A census's job counter and the version its results carry.
+struct CensusCounter {
+    counter: JobCounter,
+    version: String,
+}
+
 /// Counts jobs on the current (blocking) thread; a job cancelled by a lost
 /// lease is skipped.
 fn count_chunk(
-    chunk: Vec<(Job, Arc<dyn Counter>)>,
+    chunk: Vec<(Job, Arc<CensusCounter>)>,
     cancelled: &Mutex<HashSet<String>>,
 ) -> (Vec<JobResult>, Vec<(Job, String)>) {
     let mut results = Vec::with_capacity(chunk.len());
@@ -354,34 +371,23 @@ fn count_chunk(
         if cancelled.lock().expect("never poisoned").contains(&job.token) {
             continue;
         }
-        let band = match Band::parse(&job.band) {
-            Ok(band) if band.is_standard() => band,
-            Ok(_) => {
-                failures.push((job, "the band's B1 is not 123/456/789".to_string()));
-                continue;
-            }
-            Err(error) => {
-                failures.push((job, format!("the band is not valid: {error}")));
-                continue;
-            }
-        };
-        let Some(seed) = SEEDS.get(job.seed as usize) else {
-            failures.push((job, "the seed is not 0-9".to_string()));
-            continue;
-        };
         let started = Instant::now();
-        let count = counter.count(&band, seed);
+        let count = match counter.counter.count(&job.key) {
+            Ok(count) => count,
+            Err(error) => {
+                failures.push((job, error.to_string()));
+                continue;
+            }
+        };
         metrics::counter!("census_worker_jobs_counted_total").increment(1);
         metrics::histogram!("census_worker_job_seconds").record(started.elapsed().as_secs_f64());
-        let kind: CounterKind = job.counter.parse().unwrap_or_default();
         results.push(JobResult {
             job_id: job.job_id,
             token: job.token,
-            band: job.band,
-            seed: job.seed,
-            count,
+            key: job.key,
+            count: count.to_string(),
             elapsed_seconds: started.elapsed().as_secs_f64(),
-            counter_version: kind.version().to_string(),
+            counter_version: counter.version.clone(),
         });
     }
     (results, failures)

@@ -88,6 +88,23 @@ impl Backend {
     }
 
     /// The smaller of two numbers.
+    /// A count, a sum or a weight bound as decimal text: NUMERIC in
+    /// Postgres, a 64-bit INTEGER in SQLite (see [`Backend::max_count`]).
+    pub(super) fn count(self, parameter: &str) -> String {
+        match self {
+            Backend::Postgres => format!("CAST({parameter} AS NUMERIC)"),
+            Backend::Sqlite => format!("CAST({parameter} AS INTEGER)"),
+        }
+    }
+
+    /// The largest count, sum or weight the backend holds exactly.
+    pub(super) fn max_count(self) -> u128 {
+        match self {
+            Backend::Postgres => u128::MAX,
+            Backend::Sqlite => i64::MAX as u128,
+        }
+    }
+
     pub(super) fn least(self, a: &str, b: &str) -> String {
         match self {
             Backend::Postgres => format!("LEAST({a}, {b})"),
@@ -180,6 +197,18 @@ impl SqlStore {
                         .await
                         .map_err(|e| failed(&e))?;
                     sqlx::query("PRAGMA schema_version").execute(&mut probe).await.map_err(|e| failed(&e))?;
+                    // Migrations that rebuild a table (0003) need foreign keys
+                    // off, which SQLite allows only outside a transaction; the
+                    // keys are checked once the migrations are in.
+                    sqlx::query("PRAGMA foreign_keys = OFF").execute(&mut probe).await.map_err(|e| failed(&e))?;
+                    SQLITE_MIGRATIONS.run(&mut probe).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
+                    let dangling = sqlx::query("PRAGMA foreign_key_check")
+                        .fetch_all(&mut probe)
+                        .await
+                        .map_err(|e| failed(&e))?;
+                    if !dangling.is_empty() {
+                        return Err(failed(&format!("{} rows point at rows that do not exist", dangling.len())));
+                    }
                     let _ = probe.close().await;
                 }
                 // One connection: SQLite has one writer at a time, and queuing
@@ -206,12 +235,17 @@ impl SqlStore {
                 (Backend::Sqlite, pool)
             }
         };
-        let migrations = match backend {
-            Backend::Postgres => &POSTGRES_MIGRATIONS,
-            Backend::Sqlite => &SQLITE_MIGRATIONS,
-        };
-        migrations.run(&pool).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
-        Ok(SqlStore { pool, backend, config, runs: Mutex::new(HashMap::new()), finished: Mutex::new(Vec::new()) })
+        if backend == Backend::Postgres {
+            POSTGRES_MIGRATIONS.run(&pool).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
+        }
+        Ok(SqlStore {
+            pool,
+            backend,
+            config,
+            runs: Mutex::new(HashMap::new()),
+            expected: Mutex::new(HashMap::new()),
+            finished: Mutex::new(Vec::new()),
+        })
     }
 }
 

@@ -4,11 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use census_math::MAX_SEED_COUNT;
 use sqlx::Row;
 
 use super::decision::{JobView, Report, Verdict, decide};
-use super::{JobState, SqlStore, now_ms};
+use super::{JobState, SqlStore, now_ms, parse_count};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
 
 /// One row of the append-only results table.
@@ -18,7 +17,7 @@ struct ResultRow {
     attempt: i64,
     round: i64,
     worker: String,
-    count: i64,
+    count: u128,
     elapsed_ms: f64,
     counter_version: String,
     outcome: &'static str,
@@ -30,7 +29,7 @@ struct RejectionRow {
     run: RunId,
     attempt: i64,
     worker: String,
-    count: u64,
+    count: u128,
     reason: String,
 }
 
@@ -40,21 +39,21 @@ struct RunDelta {
     done: i64,
     conflicts_opened: i64,
     failed_added: i64,
-    counted: i64,
+    counted: u128,
 }
 
 /// What a batch of completions changes.
 #[derive(Default)]
 struct Deltas {
     /// job -> (new state, accepted count, votes added, keep the token)
-    jobs: BTreeMap<JobId, (JobState, Option<i64>, i64)>,
+    jobs: BTreeMap<JobId, (JobState, Option<u128>, i64)>,
     /// Jobs newly flagged with a conflict.
     conflicted: BTreeSet<JobId>,
-    /// (run, class) -> (count added, seeds done added)
-    classes: BTreeMap<(RunId, i64), (u64, i64)>,
+    /// (run, class) -> (count added, jobs done added)
+    classes: BTreeMap<(RunId, i64), (u128, i64)>,
     runs: BTreeMap<RunId, RunDelta>,
     /// (run, worker) -> (results accepted, completions)
-    workers: BTreeMap<(RunId, String), (i64, i64)>,
+    workers: BTreeMap<(RunId, String), (i64, u128)>,
     rejections: Vec<RejectionRow>,
 }
 
@@ -75,7 +74,7 @@ impl SqlStore {
         for chunk in ids.chunks(500) {
             let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
             let sql = format!(
-                "SELECT j.id, j.run_id, j.class_id, j.seed, j.state, j.attempt, j.lease_token, j.lease_owner,
+                "SELECT j.id, j.run_id, j.class_id, j.key, j.state, j.attempt, j.lease_token, j.lease_owner,
                         j.lease_expires_at, j.votes, r.redundancy, r.cancelled_at, j.round, r.counter_version
                  FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({}) ORDER BY j.id {}",
                 placeholders.join(", "),
@@ -86,14 +85,10 @@ impl SqlStore {
                 query = query.bind(*id);
             }
             for row in query.fetch_all(&mut *tx).await? {
-                let run: RunId = row.try_get(1)?;
-                let class: i64 = row.try_get(2)?;
-                let band = self.run_facts(run).await?.representatives.get(&(class as u32)).cloned().unwrap_or_default();
                 let job = JobView {
-                    run,
-                    class,
-                    seed: row.try_get::<i64, _>(3)? as u8,
-                    band,
+                    run: row.try_get(1)?,
+                    class: row.try_get(2)?,
+                    key: row.try_get(3)?,
                     state: row.try_get::<String, _>(4)?.parse()?,
                     attempt: row.try_get(5)?,
                     token: row.try_get(6)?,
@@ -113,7 +108,7 @@ impl SqlStore {
                 }
                 // Earlier votes of this round: who voted, and what.
                 let earlier = sqlx::query(
-                    "SELECT worker, count, round FROM results WHERE job_id = $1 AND outcome IN ('vote', 'accepted') ORDER BY id",
+                    "SELECT worker, CAST(count AS TEXT), round FROM results WHERE job_id = $1 AND outcome IN ('vote', 'accepted') ORDER BY id",
                 )
                 .bind(id)
                 .fetch_all(&mut *tx)
@@ -121,7 +116,7 @@ impl SqlStore {
                 let job = jobs.get_mut(&id).expect("just inserted");
                 for vote in &earlier {
                     if vote.try_get::<i64, _>(2)? == job.round {
-                        job.votes.push((vote.try_get(0)?, vote.try_get::<i64, _>(1)? as u64));
+                        job.votes.push((vote.try_get(0)?, parse_count(&vote.try_get::<String, _>(1)?)?));
                     }
                 }
             }
@@ -130,14 +125,14 @@ impl SqlStore {
         // accepted result is the only vote, needed to recognise a repeat.
         for (id, job) in jobs.iter_mut().filter(|(_, job)| job.state == JobState::Done && job.votes.is_empty()) {
             let accepted = sqlx::query(
-                "SELECT worker, count FROM results WHERE job_id = $1 AND round = $2 AND outcome = 'accepted' ORDER BY id",
+                "SELECT worker, CAST(count AS TEXT) FROM results WHERE job_id = $1 AND round = $2 AND outcome = 'accepted' ORDER BY id",
             )
             .bind(*id)
             .bind(job.round)
             .fetch_all(&mut *tx)
             .await?;
             for vote in &accepted {
-                job.votes.push((vote.try_get(0)?, vote.try_get::<i64, _>(1)? as u64));
+                job.votes.push((vote.try_get(0)?, parse_count(&vote.try_get::<String, _>(1)?)?));
             }
         }
 
@@ -149,17 +144,21 @@ impl SqlStore {
                 outcomes.push(Err(StoreError::UnknownJob(c.job_id)));
                 continue;
             };
+            let max = self.backend.max_count();
+            if c.count > max || c.checked_count.is_some_and(|checked| checked > max) {
+                outcomes.push(Err(StoreError::CountTooLarge { job: c.job_id, count: c.count, max }));
+                continue;
+            }
             let report = Report {
                 worker: &c.worker,
                 token: &c.token,
-                band: &c.band,
-                seed: c.seed,
+                key: &c.key,
                 counter_version: &c.counter_version,
                 count: c.count,
                 checked_count: c.checked_count,
             };
             let verdict = decide(job, &report, now);
-            let count = c.count.min(MAX_SEED_COUNT) as i64;
+            let count = c.count;
             let mut result = |outcome: &'static str, job: &JobView| {
                 results.push(ResultRow {
                     job: c.job_id,
@@ -227,14 +226,14 @@ impl SqlStore {
                     let entry = deltas.jobs.entry(c.job_id).or_insert((JobState::Done, Some(count), 0));
                     *entry = (JobState::Done, Some(count), entry.2 + 1);
                     let class = deltas.classes.entry((job.run, job.class)).or_default();
-                    class.0 += c.count;
+                    class.0 = class.0.saturating_add(c.count);
                     class.1 += 1;
                     let run = deltas.runs.entry(job.run).or_default();
                     run.done += 1;
-                    run.counted += count;
+                    run.counted = run.counted.saturating_add(count);
                     let tally = deltas.workers.entry((job.run, c.worker.clone())).or_default();
                     tally.0 += 1;
-                    tally.1 += count;
+                    tally.1 = tally.1.saturating_add(count);
                     Ok(CompleteOutcome::Recorded)
                 }
                 Verdict::NoQuorum { stored } => {
@@ -259,12 +258,15 @@ impl SqlStore {
         for (&job, &(state, count, votes)) in &deltas.jobs {
             // Every decided job loses its lease: the token is fenced off.
             sqlx::query(
-                "UPDATE jobs SET state = $2, count = COALESCE($3, count), votes = votes + $4, lease_owner = NULL,
-                        lease_token = NULL, lease_expires_at = NULL, updated_at = $5 WHERE id = $1",
+                &format!(
+                    "UPDATE jobs SET state = $2, count = COALESCE({}, count), votes = votes + $4, lease_owner = NULL,
+                            lease_token = NULL, lease_expires_at = NULL, updated_at = $5 WHERE id = $1",
+                    self.backend.count("$3")
+                ),
             )
             .bind(job)
             .bind(state.as_str())
-            .bind(count)
+            .bind(count.map(|count| count.to_string()))
             .bind(votes)
             .bind(now)
             .execute(&mut *tx)
@@ -273,27 +275,29 @@ impl SqlStore {
         for job in &deltas.conflicted {
             sqlx::query("UPDATE jobs SET conflict = 1 WHERE id = $1").bind(*job).execute(&mut *tx).await?;
         }
-        for (&(run, class), &(count, seeds)) in &deltas.classes {
-            sqlx::query(
-                "UPDATE classes SET seed_sum = seed_sum + $3, seeds_done = seeds_done + $4 WHERE run_id = $1 AND class_id = $2",
-            )
+        for (&(run, class), &(count, jobs_done)) in &deltas.classes {
+            sqlx::query(&format!(
+                "UPDATE classes SET count_sum = count_sum + {}, jobs_done = jobs_done + $4 WHERE run_id = $1 AND class_id = $2",
+                self.backend.count("$3")
+            ))
             .bind(run)
             .bind(class)
-            .bind(count as i64)
-            .bind(seeds)
+            .bind(count.to_string())
+            .bind(jobs_done)
             .execute(&mut *tx)
             .await?;
         }
         for ((run, worker), &(jobs, completions)) in &deltas.workers {
-            sqlx::query(
-                "INSERT INTO worker_stats (run_id, worker, jobs, completions, last_seen) VALUES ($1, $2, $3, $4, $5)
+            sqlx::query(&format!(
+                "INSERT INTO worker_stats (run_id, worker, jobs, completions, last_seen) VALUES ($1, $2, $3, {}, $5)
                  ON CONFLICT (run_id, worker) DO UPDATE SET jobs = worker_stats.jobs + excluded.jobs,
                      completions = worker_stats.completions + excluded.completions, last_seen = excluded.last_seen",
-            )
+                self.backend.count("$4")
+            ))
             .bind(*run)
             .bind(worker.clone())
             .bind(jobs)
-            .bind(completions)
+            .bind(completions.to_string())
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -301,15 +305,16 @@ impl SqlStore {
         self.record_rejections(&mut tx, &deltas.rejections, now).await?;
         let mut finished = Vec::new();
         for (&run, delta) in &deltas.runs {
-            sqlx::query(
+            sqlx::query(&format!(
                 "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
-                        failed_jobs = failed_jobs + $4, counted = counted + $5 WHERE id = $1",
-            )
+                        failed_jobs = failed_jobs + $4, counted = counted + {} WHERE id = $1",
+                self.backend.count("$5")
+            ))
             .bind(run)
             .bind(delta.done)
             .bind(delta.conflicts_opened)
             .bind(delta.failed_added)
-            .bind(delta.counted)
+            .bind(delta.counted.to_string())
             .execute(&mut *tx)
             .await?;
             if delta.done > 0 && self.finish_if_complete(&mut tx, run).await? {
@@ -332,7 +337,9 @@ impl SqlStore {
             let rows: Vec<String> = (0..chunk.len())
                 .map(|i| {
                     let p = i * COLUMNS + 2;
-                    let params: Vec<String> = (p..p + COLUMNS).map(|n| format!("${n}")).collect();
+                    let params: Vec<String> = (p..p + COLUMNS)
+                        .map(|n| if n == p + 5 { self.backend.count(&format!("${n}")) } else { format!("${n}") })
+                        .collect();
                     format!("({}, $1)", params.join(", "))
                 })
                 .collect();
@@ -349,7 +356,7 @@ impl SqlStore {
                     .bind(r.attempt)
                     .bind(r.round)
                     .bind(r.worker.clone())
-                    .bind(r.count)
+                    .bind(r.count.to_string())
                     .bind(r.elapsed_ms)
                     .bind(r.counter_version.clone())
                     .bind(r.outcome);

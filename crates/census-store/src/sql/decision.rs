@@ -2,8 +2,6 @@
 //! pure function, [`decide`], unit-tested state by state. The store applies
 //! its verdicts (`completion.rs`).
 
-use census_math::MAX_SEED_COUNT;
-
 use super::JobState;
 use crate::RunId;
 
@@ -13,8 +11,7 @@ use crate::RunId;
 pub(crate) struct JobView {
     pub run: RunId,
     pub class: i64,
-    pub seed: u8,
-    pub band: String,
+    pub key: String,
     pub counter_version: String,
     pub state: JobState,
     pub attempt: i64,
@@ -25,7 +22,7 @@ pub(crate) struct JobView {
     pub cancelled: bool,
     pub round: i64,
     /// (identity, count) of every vote of this round, the accepted one included.
-    pub votes: Vec<(String, u64)>,
+    pub votes: Vec<(String, u128)>,
 }
 
 /// A report, as the decision sees it.
@@ -33,11 +30,10 @@ pub(crate) struct JobView {
 pub(crate) struct Report<'a> {
     pub worker: &'a str,
     pub token: &'a str,
-    pub band: &'a str,
-    pub seed: u8,
+    pub key: &'a str,
     pub counter_version: &'a str,
-    pub count: u64,
-    pub checked_count: Option<u64>,
+    pub count: u128,
+    pub checked_count: Option<u128>,
 }
 
 /// What a report does.
@@ -53,12 +49,12 @@ pub(crate) enum Verdict {
     Stale,
     /// The run is cancelled.
     Cancelled,
-    /// The report is wrong (not the job's band, seed or counter version, a
+    /// The report is wrong (not the job's key or counter version, a
     /// count that failed validation or contradicts the identity's own vote):
     /// recorded against the identity; the lease, if current, is released.
     Reject { reason: String, lease_is_current: bool },
     /// The votes cannot reach a quorum any more: the job fails with a conflict.
-    NoQuorum { stored: u64 },
+    NoQuorum { stored: u128 },
 }
 
 /// The most votes a job takes before it is declared a conflict: with
@@ -91,20 +87,14 @@ pub(crate) fn decide(job: &JobView, report: &Report<'_>, now: i64) -> Verdict {
         return Verdict::Stale;
     }
     let reject = |reason: String| Verdict::Reject { reason, lease_is_current: true };
-    if report.band != job.band {
-        return reject(format!("counted band {:?}, but the job's band is {:?}", report.band, job.band));
-    }
-    if report.seed != job.seed {
-        return reject(format!("counted seed {}, but the job's seed is {}", report.seed, job.seed));
+    if report.key != job.key {
+        return reject(format!("counted {:?}, but the job is {:?}", report.key, job.key));
     }
     if report.counter_version != job.counter_version {
         return reject(format!(
             "counted with {:?}, but the run uses {:?}",
             report.counter_version, job.counter_version
         ));
-    }
-    if report.count > MAX_SEED_COUNT {
-        return reject(format!("count {} is impossible (at most {MAX_SEED_COUNT} for one job)", report.count));
     }
     if let Some(checked) = report.checked_count
         && checked != report.count
@@ -130,8 +120,7 @@ mod tests {
         JobView {
             run: 1,
             class: 0,
-            seed: 3,
-            band: "b".into(),
+            key: "k".into(),
             counter_version: "v".into(),
             state: JobState::Leased,
             attempt: 1,
@@ -145,8 +134,8 @@ mod tests {
         }
     }
 
-    fn report(worker: &str, count: u64) -> Report<'_> {
-        Report { worker, token: "t", band: "b", seed: 3, counter_version: "v", count, checked_count: None }
+    fn report(worker: &str, count: u128) -> Report<'_> {
+        Report { worker, token: "t", key: "k", counter_version: "v", count, checked_count: None }
     }
 
     #[test]
@@ -166,11 +155,9 @@ mod tests {
     fn reports_must_name_the_job_and_pass_the_check() {
         let job = job(1);
         for wrong in [
-            Report { band: "c", ..report("w1", 5) },
-            Report { seed: 4, ..report("w1", 5) },
+            Report { key: "c", ..report("w1", 5) },
             Report { counter_version: "u", ..report("w1", 5) },
             Report { checked_count: Some(4), ..report("w1", 5) },
-            report("w1", MAX_SEED_COUNT + 1),
         ] {
             assert!(matches!(decide(&job, &wrong, 0), Verdict::Reject { lease_is_current: true, .. }), "{wrong:?}");
         }

@@ -23,20 +23,22 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use num_bigint::BigUint;
 use sqlx::AnyPool;
 
 use backend::Backend;
 pub(crate) use backend::JobState;
 
 use crate::{
-    ClassSpec, ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobStore, Lease, Progress,
+    ClassTotal, JobSpec, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobStore, Lease, Progress,
     QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
 };
 
 /// Immutable facts about a run, cached so a lease needs no join.
 struct RunFacts {
-    counter: String,
-    representatives: HashMap<u32, String>,
+    /// The census as stored, handed to workers with each lease.
+    census: String,
+    classes: u64,
 }
 
 /// The job store on Postgres or SQLite.
@@ -45,12 +47,27 @@ pub struct SqlStore {
     backend: Backend,
     config: StoreConfig,
     runs: Mutex<HashMap<RunId, Arc<RunFacts>>>,
+    /// Each census's own jobs, which a fold compares a run's jobs with.
+    expected: Mutex<HashMap<String, Arc<Vec<JobSpec>>>>,
     /// Runs finished by this value's committed transactions, not yet taken.
     finished: Mutex<Vec<RunId>>,
 }
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_millis() as i64
+}
+
+/// A decimal from the database as a big integer (Postgres may print a
+/// NUMERIC with a fractional part of zeros).
+fn parse_big(text: &str) -> Result<BigUint, StoreError> {
+    let integer = text.split('.').next().unwrap_or(text);
+    integer.parse().map_err(|_| StoreError::Database(format!("{text:?} is not a whole number")))
+}
+
+/// A count or weight from the database.
+fn parse_count(text: &str) -> Result<u128, StoreError> {
+    let integer = text.split('.').next().unwrap_or(text);
+    integer.parse().map_err(|_| StoreError::Database(format!("{text:?} is not a count")))
 }
 
 /// A lease token prefix, random for every lease call; the job id and
@@ -61,8 +78,12 @@ fn token_salt() -> String {
 
 #[async_trait]
 impl JobStore for SqlStore {
-    async fn create_run(&self, spec: &RunSpec, classes: &[ClassSpec]) -> Result<RunId, StoreError> {
-        self.insert_run(spec, classes).await
+    async fn create_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<RunId, StoreError> {
+        self.insert_run(spec, jobs).await
+    }
+
+    async fn censuses_of(&self, jobs: &[JobId]) -> Result<HashMap<JobId, String>, StoreError> {
+        self.job_censuses(jobs).await
     }
 
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError> {

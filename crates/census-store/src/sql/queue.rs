@@ -60,7 +60,7 @@ impl SqlStore {
                             lease_started_at = $3, updated_at = $3,
                             lease_token = $4 || '-' || CAST(id AS TEXT) || '-' || CAST(attempt + 1 AS TEXT)
                      WHERE {}
-                     RETURNING id, run_id, class_id, seed, attempt, lease_token",
+                     RETURNING id, run_id, key, attempt, lease_token",
                     self.backend.id_among(&format!(
                         // The limit is literal: with a parameter there, Postgres's
                         // generic plan sorts every pending job of the run.
@@ -91,21 +91,39 @@ impl SqlStore {
         let mut leases = Vec::with_capacity(rows.len());
         for row in &rows {
             let run_id: RunId = row.try_get(1)?;
-            let facts = self.run_facts(run_id).await?;
-            let class_id = row.try_get::<i64, _>(2)? as u32;
             leases.push(Lease {
                 job_id: row.try_get(0)?,
                 run_id,
-                class_id,
-                band: facts.representatives.get(&class_id).cloned().unwrap_or_default(),
-                seed: row.try_get::<i64, _>(3)? as u8,
-                attempt: row.try_get::<i64, _>(4)? as u32,
-                token: row.try_get(5)?,
-                counter: facts.counter.clone(),
+                census: self.run_facts(run_id).await?.census.clone(),
+                key: row.try_get(2)?,
+                attempt: row.try_get::<i64, _>(3)? as u32,
+                token: row.try_get(4)?,
             });
         }
         leases.sort_by_key(|lease| lease.job_id);
         Ok(leases)
+    }
+
+    pub(super) async fn job_censuses(
+        &self,
+        jobs: &[crate::JobId],
+    ) -> Result<std::collections::HashMap<crate::JobId, String>, StoreError> {
+        let mut censuses = std::collections::HashMap::with_capacity(jobs.len());
+        for chunk in jobs.chunks(1000) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT j.id, r.census FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({})",
+                placeholders.join(", ")
+            );
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            for row in query.fetch_all(&self.pool).await? {
+                censuses.insert(row.try_get(0)?, row.try_get(1)?);
+            }
+        }
+        Ok(censuses)
     }
 
     pub(super) async fn extend_leases(

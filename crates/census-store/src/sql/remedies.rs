@@ -17,7 +17,7 @@ impl SqlStore {
     async fn recount_in(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, job: JobId) -> Result<RunId, StoreError> {
         let now = now_ms();
         let row = sqlx::query(&format!(
-            "SELECT j.state, j.count, j.conflict, j.run_id, j.class_id FROM jobs j WHERE j.id = $1 {}",
+            "SELECT j.state, CAST(j.count AS TEXT), j.conflict, j.run_id, j.class_id FROM jobs j WHERE j.id = $1 {}",
             self.backend.for_update()
         ))
         .bind(job)
@@ -25,7 +25,7 @@ impl SqlStore {
         .await?
         .ok_or(StoreError::UnknownJob(job))?;
         let state: JobState = row.try_get::<String, _>(0)?.parse()?;
-        let count: Option<i64> = row.try_get(1)?;
+        let count = row.try_get::<Option<String>, _>(1)?.unwrap_or_else(|| "0".into());
         let run: RunId = row.try_get(3)?;
         let class: i64 = row.try_get(4)?;
         if row.try_get::<i64, _>(2)? == 0 {
@@ -33,24 +33,27 @@ impl SqlStore {
         }
         let (done, failed) = (state == JobState::Done, state == JobState::Failed);
         if done {
-            sqlx::query(
-                "UPDATE classes SET seed_sum = seed_sum - $3, seeds_done = seeds_done - 1 WHERE run_id = $1 AND class_id = $2",
-            )
+            sqlx::query(&format!(
+                "UPDATE classes SET count_sum = count_sum - {}, jobs_done = jobs_done - 1 WHERE run_id = $1 AND class_id = $2",
+                self.backend.count("$3")
+            ))
             .bind(run)
             .bind(class)
-            .bind(count.unwrap_or(0))
+            .bind(&count)
             .execute(&mut **tx)
             .await?;
         }
-        sqlx::query(
+        sqlx::query(&format!(
             "UPDATE runs SET open_conflicts = open_conflicts - 1, jobs_remaining = jobs_remaining + $2,
-                    failed_jobs = failed_jobs - $3, counted = counted - $4, finished_at = NULL, s = NULL, n0 = NULL
+                    failed_jobs = failed_jobs - $3, counted = counted - {}, finished_at = NULL, weighted_sum = NULL,
+                    answer = NULL
              WHERE id = $1",
-        )
+            self.backend.count("$4")
+        ))
         .bind(run)
         .bind(i64::from(done))
         .bind(i64::from(failed))
-        .bind(if done { count.unwrap_or(0) } else { 0 })
+        .bind(if done { count.as_str() } else { "0" })
         .execute(&mut **tx)
         .await?;
         // A new round: earlier votes and tokens no longer count.

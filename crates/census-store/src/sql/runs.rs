@@ -1,41 +1,33 @@
 //! Runs: creating one with its classes and jobs, finding and listing them,
 //! cancelling and prioritising.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use census_math::Band;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::{RunFacts, SqlStore, now_ms};
-use crate::{ClassSpec, MAX_REDUNDANCY, RunId, RunSpec, RunSummary, StoreError};
+use crate::{JobSpec, MAX_KEY_LEN, MAX_REDUNDANCY, RunId, RunSpec, RunSummary, StoreError};
 
 impl SqlStore {
     pub(super) async fn run_facts(&self, run: RunId) -> Result<Arc<RunFacts>, StoreError> {
         if let Some(facts) = self.runs.lock().expect("the run cache is never poisoned").get(&run) {
             return Ok(facts.clone());
         }
-        let row = sqlx::query("SELECT counter FROM runs WHERE id = $1")
+        let row = sqlx::query("SELECT census, (SELECT COUNT(*) FROM classes c WHERE c.run_id = r.id) FROM runs r WHERE id = $1")
             .bind(run)
             .fetch_optional(&self.pool)
             .await?
             .ok_or(StoreError::UnknownRun(run))?;
-        let classes = sqlx::query("SELECT class_id, representative FROM classes WHERE run_id = $1")
-            .bind(run)
-            .fetch_all(&self.pool)
-            .await?;
-        let representatives = classes
-            .iter()
-            .map(|row| Ok((row.try_get::<i64, _>(0)? as u32, row.try_get::<String, _>(1)?)))
-            .collect::<Result<_, sqlx::Error>>()?;
-        let facts = Arc::new(RunFacts { counter: row.try_get(0)?, representatives });
+        let facts = Arc::new(RunFacts { census: row.try_get(0)?, classes: row.try_get::<i64, _>(1)? as u64 });
         self.runs.lock().expect("the run cache is never poisoned").insert(run, facts.clone());
         Ok(facts)
     }
 
     pub(super) async fn runs_where(&self, condition: &str, run: Option<RunId>) -> Result<Vec<RunSummary>, StoreError> {
         let sql = format!(
-            "SELECT r.id, r.stage, r.counter, r.counter_version, r.redundancy, r.jobs_total, r.jobs_remaining,
+            "SELECT r.id, r.census, r.counter_version, r.redundancy, r.jobs_total, r.jobs_remaining,
                     r.finished_at, r.open_conflicts, r.priority, r.cancelled_at
              FROM runs r WHERE {condition} ORDER BY r.id"
         );
@@ -47,43 +39,40 @@ impl SqlStore {
         let mut runs = Vec::with_capacity(rows.len());
         for row in &rows {
             let run_id: RunId = row.try_get(0)?;
-            let total: i64 = row.try_get(5)?;
-            let remaining: i64 = row.try_get(6)?;
+            let total: i64 = row.try_get(4)?;
+            let remaining: i64 = row.try_get(5)?;
             runs.push(RunSummary {
                 run_id,
                 spec: RunSpec {
-                    stage: row.try_get(1)?,
-                    counter: row.try_get(2)?,
-                    counter_version: row.try_get(3)?,
-                    redundancy: row.try_get::<i64, _>(4)? as u32,
+                    census: row.try_get(1)?,
+                    counter_version: row.try_get(2)?,
+                    redundancy: row.try_get::<i64, _>(3)? as u32,
                 },
-                classes: self.run_facts(run_id).await?.representatives.len() as u64,
+                classes: self.run_facts(run_id).await?.classes,
                 jobs_total: total as u64,
                 jobs_done: (total - remaining) as u64,
-                is_final: row.try_get::<Option<i64>, _>(7)?.is_some() && row.try_get::<i64, _>(8)? == 0,
-                priority: row.try_get(9)?,
-                cancelled: row.try_get::<Option<i64>, _>(10)?.is_some(),
+                is_final: row.try_get::<Option<i64>, _>(6)?.is_some() && row.try_get::<i64, _>(7)? == 0,
+                priority: row.try_get(8)?,
+                cancelled: row.try_get::<Option<i64>, _>(9)?.is_some(),
             });
         }
         Ok(runs)
     }
 
     pub(super) async fn find_run(&self, spec: &RunSpec) -> Result<Option<RunId>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id FROM runs WHERE stage = $1 AND counter = $2 AND counter_version = $3 AND redundancy = $4",
-        )
-        .bind(&spec.stage)
-        .bind(&spec.counter)
-        .bind(&spec.counter_version)
-        .bind(i64::from(spec.redundancy))
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query("SELECT id FROM runs WHERE census = $1 AND counter_version = $2 AND redundancy = $3")
+            .bind(&spec.census)
+            .bind(&spec.counter_version)
+            .bind(i64::from(spec.redundancy))
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(row.map(|row| row.get(0)))
     }
 
     pub(super) async fn ensure_run(&self, run: RunId) -> Result<AnyRow, StoreError> {
         sqlx::query(
-            "SELECT finished_at, open_conflicts, CAST(s AS TEXT), CAST(n0 AS TEXT), jobs_total, jobs_remaining, failed_jobs, counted
+            "SELECT finished_at, open_conflicts, CAST(weighted_sum AS TEXT), CAST(answer AS TEXT), jobs_total,
+                    jobs_remaining, failed_jobs, CAST(counted AS TEXT), census
              FROM runs WHERE id = $1",
         )
         .bind(run)
@@ -92,32 +81,50 @@ impl SqlStore {
         .ok_or(StoreError::UnknownRun(run))
     }
 
-    pub(super) async fn insert_run(&self, spec: &RunSpec, classes: &[ClassSpec]) -> Result<RunId, StoreError> {
+    /// Refuses a spec or job list the store cannot hold faithfully.
+    fn check_new_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<(), StoreError> {
         if spec.redundancy == 0 || spec.redundancy > MAX_REDUNDANCY {
             return Err(StoreError::Invalid(format!(
                 "the redundancy factor must be 1 to {MAX_REDUNDANCY}, not {}",
                 spec.redundancy
             )));
         }
-        if classes.is_empty() {
-            return Err(StoreError::Invalid("a run needs at least one class".into()));
-        }
-        let mut ids = std::collections::HashSet::new();
-        for class in classes {
-            if let Err(error) = Band::parse(&class.representative) {
-                return Err(StoreError::InvalidBand {
-                    class_id: class.class_id,
-                    representative: class.representative.clone(),
-                    reason: error.to_string(),
-                });
-            }
-            if class.size == 0 {
-                return Err(StoreError::Invalid(format!("class {} has size 0", class.class_id)));
-            }
-            if !ids.insert(class.class_id) {
-                return Err(StoreError::Invalid(format!("class {} is given twice", class.class_id)));
+        for (what, text) in [("census", &spec.census), ("counter version", &spec.counter_version)] {
+            if text.is_empty() || text.len() > MAX_KEY_LEN {
+                return Err(StoreError::Invalid(format!("a {what} has 1 to {MAX_KEY_LEN} characters")));
             }
         }
+        if jobs.is_empty() {
+            return Err(StoreError::Invalid("a run needs at least one job".into()));
+        }
+        let mut keys = std::collections::HashSet::with_capacity(jobs.len());
+        let mut weights: HashMap<&str, u128> = HashMap::new();
+        for job in jobs {
+            for (what, text) in [("job key", &job.key), ("class label", &job.group)] {
+                if text.is_empty() || text.len() > MAX_KEY_LEN {
+                    return Err(StoreError::Invalid(format!("{what} {text:?}: 1 to {MAX_KEY_LEN} characters")));
+                }
+            }
+            if job.weight == 0 || job.weight > self.backend.max_count() {
+                return Err(StoreError::Invalid(format!(
+                    "job {:?}: weight {} is not 1 to {}",
+                    job.key,
+                    job.weight,
+                    self.backend.max_count()
+                )));
+            }
+            if !keys.insert(job.key.as_str()) {
+                return Err(StoreError::Invalid(format!("job {:?} is given twice", job.key)));
+            }
+            if *weights.entry(&job.group).or_insert(job.weight) != job.weight {
+                return Err(StoreError::Invalid(format!("class {:?} is given two weights", job.group)));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn insert_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<RunId, StoreError> {
+        self.check_new_run(spec, jobs)?;
         if let Some(run) = self.find_run(spec).await? {
             let resumed = sqlx::query("UPDATE runs SET cancelled_at = NULL WHERE id = $1 AND cancelled_at IS NOT NULL")
                 .bind(run)
@@ -129,18 +136,31 @@ impl SqlStore {
             return Ok(run);
         }
 
+        // Classes numbered in order of first appearance, with their job counts.
+        let mut class_of: HashMap<&str, usize> = HashMap::new();
+        let mut classes: Vec<(&str, u128, i64)> = Vec::new();
+        let job_classes: Vec<usize> = jobs
+            .iter()
+            .map(|job| {
+                let id = *class_of.entry(&job.group).or_insert_with(|| {
+                    classes.push((&job.group, job.weight, 0));
+                    classes.len() - 1
+                });
+                classes[id].2 += 1;
+                id
+            })
+            .collect();
+
         let now = now_ms();
-        let jobs = (classes.len() * 10) as i64;
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
-            "INSERT INTO runs (stage, counter, counter_version, redundancy, jobs_total, jobs_remaining, created_at)
-             VALUES ($1, $2, $3, $4, $5, $5, $6) RETURNING id",
+            "INSERT INTO runs (census, counter_version, redundancy, jobs_total, jobs_remaining, created_at)
+             VALUES ($1, $2, $3, $4, $4, $5) RETURNING id",
         )
-        .bind(&spec.stage)
-        .bind(&spec.counter)
+        .bind(&spec.census)
         .bind(&spec.counter_version)
         .bind(i64::from(spec.redundancy))
-        .bind(jobs)
+        .bind(jobs.len() as i64)
         .bind(now)
         .fetch_one(&mut *tx)
         .await;
@@ -153,30 +173,35 @@ impl SqlStore {
             }
             Err(error) => return Err(error.into()),
         };
-        for chunk in classes.chunks(1000) {
-            let mut sql = String::from("INSERT INTO classes (run_id, class_id, representative, size) VALUES ");
-            for i in 0..chunk.len() {
-                let p = i * 3 + 2;
-                sql.push_str(&format!("{}($1, ${}, ${}, ${})", if i > 0 { ", " } else { "" }, p, p + 1, p + 2));
-            }
+        for (chunk_index, chunk) in classes.chunks(1000).enumerate() {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| {
+                    let p = i * 4 + 2;
+                    format!("($1, ${}, ${}, {}, ${})", p, p + 1, self.backend.count(&format!("${}", p + 2)), p + 3)
+                })
+                .collect();
+            let sql = format!("INSERT INTO classes (run_id, class_id, label, weight, jobs_total) VALUES {}", rows.join(", "));
             let mut query = sqlx::query(&sql).bind(run);
-            for class in chunk {
-                query = query.bind(i64::from(class.class_id)).bind(&class.representative).bind(class.size as i64);
+            for (i, (label, weight, jobs)) in chunk.iter().enumerate() {
+                query = query.bind((chunk_index * 1000 + i) as i64).bind(*label).bind(weight.to_string()).bind(*jobs);
             }
             query.execute(&mut *tx).await?;
         }
-        let seeds = (0..10).map(|s| format!("SELECT {s} AS seed")).collect::<Vec<_>>().join(" UNION ALL ");
-        sqlx::query(&format!(
-            "INSERT INTO jobs (run_id, class_id, seed, created_at, updated_at)
-             SELECT c.run_id, c.class_id, s.seed, $2, $2 FROM classes c CROSS JOIN ({seeds}) s
-             WHERE c.run_id = $1 ORDER BY c.class_id, s.seed"
-        ))
-        .bind(run)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        for (chunk_index, chunk) in jobs.chunks(1000).enumerate() {
+            let rows: Vec<String> =
+                (0..chunk.len()).map(|i| format!("($1, ${}, ${}, $2, $2)", i * 2 + 3, i * 2 + 4)).collect();
+            let sql = format!(
+                "INSERT INTO jobs (run_id, class_id, key, created_at, updated_at) VALUES {}",
+                rows.join(", ")
+            );
+            let mut query = sqlx::query(&sql).bind(run).bind(now);
+            for (i, job) in chunk.iter().enumerate() {
+                query = query.bind(job_classes[chunk_index * 1000 + i] as i64).bind(&job.key);
+            }
+            query.execute(&mut *tx).await?;
+        }
         tx.commit().await?;
-        tracing::info!(run, stage = %spec.stage, counter = %spec.counter, classes = classes.len(), jobs, "run created");
+        tracing::info!(run, census = %spec.census, classes = classes.len(), jobs = jobs.len(), "run created");
         Ok(run)
     }
 

@@ -1,75 +1,118 @@
-//! Totals: finishing a run when its last job is accepted (S and N0 from the
-//! class sums, rechecked in SQL), and reading progress, totals and the
-//! per-class sums.
+//! Totals: finishing a run when its last job is accepted (the census's fold
+//! of the job counts, its sums rechecked in SQL), and reading progress,
+//! answers and the per-class sums.
 
-use census_math::total::{n0_from_s, s_from_classes};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use census_math::census::{Answer, Census};
 use num_bigint::BigUint;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use std::time::Duration;
+use super::{SqlStore, now_ms, parse_big, parse_count};
+use crate::{ClassTotal, JobSpec, Progress, RunId, RunTotal, StoreError, WorkerProgress};
 
-use super::{Backend, SqlStore, now_ms};
-use crate::{ClassTotal, Progress, RunId, RunTotal, StoreError, WorkerProgress};
-
-/// A decimal string from the database as a big integer.
-fn big(text: &str) -> Result<BigUint, StoreError> {
-    // Postgres may print a NUMERIC with a fractional part of zeros.
-    let integer = text.split('.').next().unwrap_or(text);
-    integer.parse().map_err(|_| StoreError::Database(format!("{text:?} is not a whole number")))
+/// A run's answer, folded from its jobs' counts, with the sums the
+/// database must agree with.
+struct Folded {
+    answer: Answer,
+    /// Sum over jobs of weight x count.
+    weighted_sum: BigUint,
+    /// Per class label: the sum of its jobs' counts.
+    class_sums: BTreeMap<String, BigUint>,
 }
 
+/// The columns [`SqlStore::fold_rows`] reads, for the job rows it is given.
+const JOB_COLUMNS: &str = "j.key, c.label, CAST(c.weight AS TEXT), CAST(j.count AS TEXT)";
+
 impl SqlStore {
-    /// Recomputes a final total from the accepted results of the current
-    /// rounds, and refuses a stored total that differs (a tampered or
+    /// The census's own jobs, built once per census (the 9x9 catalogue
+    /// stage builds a class table for them).
+    async fn expected_jobs(&self, census: Census) -> Result<Arc<Vec<JobSpec>>, StoreError> {
+        let text = census.to_string();
+        if let Some(jobs) = self.expected.lock().expect("never poisoned").get(&text) {
+            return Ok(jobs.clone());
+        }
+        let jobs = tokio::task::spawn_blocking(move || census.jobs())
+            .await
+            .map_err(|e| StoreError::Database(format!("building the census's jobs panicked: {e}")))?
+            .map_err(StoreError::Fold)?;
+        let jobs = Arc::new(jobs);
+        self.expected.lock().expect("never poisoned").insert(text, jobs.clone());
+        Ok(jobs)
+    }
+
+    /// Folds rows of [`JOB_COLUMNS`] (one per job, with its count) with the
+    /// run's census. The fold refuses anything but exactly the census's
+    /// jobs, each once, so a partial or forged job list never gives an answer.
+    async fn fold_rows(&self, census: &str, rows: Vec<AnyRow>) -> Result<Folded, StoreError> {
+        let census: Census = census.parse().map_err(StoreError::Fold)?;
+        let expected = self.expected_jobs(census).await?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        let mut counts = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let weight = parse_count(&row.try_get::<String, _>(2)?)?;
+            jobs.push(JobSpec { key: row.try_get(0)?, group: row.try_get(1)?, weight });
+            counts.push(parse_count(&row.try_get::<Option<String>, _>(3)?.unwrap_or_default())?);
+        }
+        tokio::task::spawn_blocking(move || {
+            let answer = census.fold_against(&expected, &jobs, &counts).map_err(StoreError::Fold)?;
+            let mut weighted_sum = BigUint::default();
+            let mut class_sums: BTreeMap<String, BigUint> = BTreeMap::new();
+            for (job, &count) in jobs.iter().zip(&counts) {
+                weighted_sum += BigUint::from(job.weight) * count;
+                *class_sums.entry(job.group.clone()).or_default() += count;
+            }
+            Ok(Folded { answer, weighted_sum, class_sums })
+        })
+        .await
+        .map_err(|e| StoreError::Database(format!("folding the answer panicked: {e}")))?
+    }
+
+    /// Folds a final answer again from the accepted results of the current
+    /// rounds, and refuses a stored answer that differs (a tampered or
     /// damaged database), so that no wrong answer is ever shown as final.
-    pub(super) async fn recheck_final(&self, run: RunId, s: &BigUint, n0: &BigUint) -> Result<(), StoreError> {
-        let rows = sqlx::query(
-            "SELECT c.size, CAST(SUM(x.count) AS TEXT), COUNT(*) FROM results x
+    async fn recheck_final(&self, run: RunId, row: &AnyRow) -> Result<Folded, StoreError> {
+        let census: String = row.try_get(8)?;
+        let stored_answer = parse_big(&row.try_get::<Option<String>, _>(3)?.unwrap_or_default())?;
+        let stored_sum = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_default())?;
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM results x
              JOIN jobs j ON j.id = x.job_id AND j.round = x.round AND j.state = 'done'
              JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
-             WHERE x.run_id = $1 AND x.outcome = 'accepted'
-             GROUP BY c.class_id, c.size",
-        )
+             WHERE x.run_id = $1 AND x.outcome = 'accepted' ORDER BY j.id",
+            JOB_COLUMNS.replace("j.count", "x.count")
+        ))
         .bind(run)
         .fetch_all(&self.pool)
         .await?;
-        let accepted: i64 = rows.iter().map(|row| row.try_get::<i64, _>(2)).sum::<Result<i64, _>>()?;
-        let jobs: i64 = self.ensure_run(run).await?.try_get(4)?;
-        let recomputed = Self::exact_s(&rows)?;
-        if accepted != jobs || &recomputed != s || &n0_from_s(&recomputed) != n0 {
-            tracing::error!(run, stored_s = %s, recomputed_s = %recomputed, accepted, jobs, "the stored total does not match the accepted results");
-            return Err(StoreError::TotalMismatch {
-                stored: format!("S = {s}, N0 = {n0}"),
-                computed: format!("S = {recomputed} from {accepted} accepted results of {jobs} jobs"),
-            });
+        let accepted = rows.len();
+        let refused = |computed: String| {
+            tracing::error!(run, stored = %stored_answer, %computed, "the stored answer does not match the accepted results");
+            StoreError::TotalMismatch {
+                stored: format!("{stored_answer} (weighted sum {stored_sum})"),
+                computed: format!("{computed}, from {accepted} accepted results"),
+            }
+        };
+        let folded = self.fold_rows(&census, rows).await.map_err(|e| refused(e.to_string()))?;
+        if folded.answer.value != stored_answer || folded.weighted_sum != stored_sum {
+            return Err(refused(format!("{} (weighted sum {})", folded.answer.value, folded.weighted_sum)));
         }
-        Ok(())
+        Ok(folded)
     }
 
-    /// S from the class sums, computed in Rust.
-    pub(super) fn exact_s(rows: &[AnyRow]) -> Result<BigUint, StoreError> {
-        let mut classes = Vec::with_capacity(rows.len());
-        for row in rows {
-            let size = row.try_get::<i64, _>(0)? as u64;
-            let seed_sum: u64 = row.try_get::<String, _>(1)?.split('.').next().unwrap_or("").parse().map_err(|_| {
-                StoreError::Database(format!("class seed sum {:?} is not a whole number", row.get::<String, _>(1)))
-            })?;
-            classes.push((size, seed_sum));
-        }
-        Ok(s_from_classes(classes))
-    }
-
-    /// Writes S and N0 if every job of the run is done and no conflict is
-    /// open, inside the caller's transaction; true when it did. The sum is
-    /// computed twice, by the database and by `num-bigint`, and a mismatch
-    /// aborts the transaction.
+    /// Writes the answer if every job of the run is done and no conflict is
+    /// open, inside the caller's transaction; true when it did. The census
+    /// folds the jobs' counts in Rust; the database's class sums and weighted
+    /// sum must agree with the same counts, or the transaction aborts.
     pub(super) async fn finish_if_complete(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         run: RunId,
     ) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT jobs_remaining, open_conflicts, finished_at FROM runs WHERE id = $1")
+        let row = sqlx::query("SELECT jobs_remaining, open_conflicts, finished_at, census FROM runs WHERE id = $1")
             .bind(run)
             .fetch_one(&mut **tx)
             .await?;
@@ -78,45 +121,54 @@ impl SqlStore {
         if remaining > 0 || conflicts > 0 || finished.is_some() {
             return Ok(false);
         }
-        let classes = sqlx::query("SELECT size, CAST(seed_sum AS TEXT) FROM classes WHERE run_id = $1")
+        let census: String = row.try_get(3)?;
+        let jobs = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
+             WHERE j.run_id = $1 AND j.state = 'done' ORDER BY j.id"
+        ))
+        .bind(run)
+        .fetch_all(&mut **tx)
+        .await?;
+        let folded = self.fold_rows(&census, jobs).await?;
+        let classes = sqlx::query("SELECT label, CAST(count_sum AS TEXT) FROM classes WHERE run_id = $1")
             .bind(run)
             .fetch_all(&mut **tx)
             .await?;
-        let s = Self::exact_s(&classes)?;
-        let n0 = n0_from_s(&s);
-        let in_sql = sqlx::query("SELECT CAST(SUM(size * seed_sum) AS TEXT) FROM classes WHERE run_id = $1")
-            .bind(run)
-            .fetch_one(&mut **tx)
-            .await?;
-        let sql_s = big(&in_sql.try_get::<String, _>(0)?)?;
-        if sql_s != s {
-            return Err(StoreError::TotalMismatch { stored: sql_s.to_string(), computed: s.to_string() });
-        }
-        if self.backend == Backend::Postgres {
-            let row = sqlx::query(
-                "SELECT CAST(SUM(size * seed_sum) * 362880 * 72 * 72 AS TEXT) FROM classes WHERE run_id = $1",
-            )
-            .bind(run)
-            .fetch_one(&mut **tx)
-            .await?;
-            let sql_n0 = big(&row.try_get::<String, _>(0)?)?;
-            if sql_n0 != n0 {
-                return Err(StoreError::TotalMismatch { stored: sql_n0.to_string(), computed: n0.to_string() });
+        for class in &classes {
+            let label: String = class.try_get(0)?;
+            let in_sql = parse_big(&class.try_get::<String, _>(1)?)?;
+            let from_jobs = folded.class_sums.get(&label).cloned().unwrap_or_default();
+            if in_sql != from_jobs {
+                return Err(StoreError::TotalMismatch {
+                    stored: format!("class {label:?}: count sum {in_sql}"),
+                    computed: format!("{from_jobs} from its jobs"),
+                });
             }
         }
+        let in_sql = sqlx::query("SELECT CAST(SUM(weight * count_sum) AS TEXT) FROM classes WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&mut **tx)
+            .await?;
+        let sql_sum = parse_big(&in_sql.try_get::<String, _>(0)?)?;
+        if sql_sum != folded.weighted_sum {
+            return Err(StoreError::TotalMismatch {
+                stored: format!("weighted sum {sql_sum}"),
+                computed: folded.weighted_sum.to_string(),
+            });
+        }
         let update = format!(
-            "UPDATE runs SET finished_at = $1, s = {}, n0 = {} WHERE id = $4",
+            "UPDATE runs SET finished_at = $1, weighted_sum = {}, answer = {} WHERE id = $4",
             self.backend.big_number("$2"),
             self.backend.big_number("$3")
         );
         sqlx::query(&update)
             .bind(now_ms())
-            .bind(s.to_string())
-            .bind(n0.to_string())
+            .bind(folded.weighted_sum.to_string())
+            .bind(folded.answer.value.to_string())
             .bind(run)
             .execute(&mut **tx)
             .await?;
-        tracing::info!(run, s = %s, n0 = %n0, "run finished");
+        tracing::info!(run, %census, answer = %folded.answer.value, "run finished");
         Ok(true)
     }
 
@@ -136,7 +188,7 @@ impl SqlStore {
             .await?;
         progress.leased = leased.try_get::<i64, _>(0)? as u64;
         progress.pending = progress.jobs_total.saturating_sub(progress.done + progress.failed + progress.leased);
-        progress.completions_counted = run_row.try_get::<i64, _>(7)?.to_string();
+        progress.completions_counted = parse_big(&run_row.try_get::<String, _>(7)?)?.to_string();
         let rejected =
             sqlx::query("SELECT COUNT(*) FROM rejections WHERE run_id = $1").bind(run).fetch_one(&self.pool).await?;
         progress.rejected = rejected.try_get::<i64, _>(0)? as u64;
@@ -159,7 +211,7 @@ impl SqlStore {
             progress.eta = Some(Duration::from_secs_f64(remaining as f64 / progress.jobs_per_second));
         }
         let workers = sqlx::query(
-            "SELECT worker, jobs, completions, last_seen FROM worker_stats WHERE run_id = $1 ORDER BY worker",
+            "SELECT worker, jobs, CAST(completions AS TEXT), last_seen FROM worker_stats WHERE run_id = $1 ORDER BY worker",
         )
         .bind(run)
         .fetch_all(&self.pool)
@@ -168,7 +220,7 @@ impl SqlStore {
             progress.workers.push(WorkerProgress {
                 worker: row.try_get(0)?,
                 jobs: row.try_get::<i64, _>(1)? as u64,
-                completions: row.try_get::<i64, _>(2)?.to_string(),
+                completions: parse_big(&row.try_get::<String, _>(2)?)?.to_string(),
                 last_seen_unix: row.try_get::<i64, _>(3)? / 1000,
             });
         }
@@ -179,24 +231,26 @@ impl SqlStore {
         let row = self.ensure_run(run).await?;
         let finished: Option<i64> = row.try_get(0)?;
         let conflicts: i64 = row.try_get(1)?;
+        let census: String = row.try_get(8)?;
         if finished.is_some() {
-            let s = big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_default())?;
-            let n0 = big(&row.try_get::<Option<String>, _>(3)?.unwrap_or_default())?;
-            self.recheck_final(run, &s, &n0).await?;
-            return Ok(RunTotal { run_id: run, is_final: conflicts == 0, s: s.to_string(), n0: n0.to_string() });
+            let folded = self.recheck_final(run, &row).await?;
+            return Ok(RunTotal {
+                run_id: run,
+                census,
+                is_final: conflicts == 0,
+                weighted_sum: folded.weighted_sum,
+                answer: Some(folded.answer.value),
+                terms: folded.answer.terms,
+            });
         }
-        let classes = sqlx::query("SELECT size, CAST(seed_sum AS TEXT) FROM classes WHERE run_id = $1")
-            .bind(run)
-            .fetch_all(&self.pool)
-            .await?;
-        let s = Self::exact_s(&classes)?;
-        Ok(RunTotal { run_id: run, is_final: false, n0: n0_from_s(&s).to_string(), s: s.to_string() })
+        let weighted_sum = self.read_class_totals(run).await?.iter().map(|class| class.weight * &class.count_sum).sum();
+        Ok(RunTotal { run_id: run, census, is_final: false, weighted_sum, answer: None, terms: Vec::new() })
     }
 
     pub(super) async fn read_class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError> {
         self.ensure_run(run).await?;
         let rows = sqlx::query(
-            "SELECT class_id, representative, size, seeds_done, CAST(seed_sum AS TEXT) FROM classes
+            "SELECT class_id, label, CAST(weight AS TEXT), jobs_total, jobs_done, CAST(count_sum AS TEXT) FROM classes
              WHERE run_id = $1 ORDER BY class_id",
         )
         .bind(run)
@@ -204,14 +258,13 @@ impl SqlStore {
         .await?;
         rows.iter()
             .map(|row| {
-                let seeds_done = row.try_get::<i64, _>(3)? as u32;
                 Ok(ClassTotal {
                     class_id: row.try_get::<i64, _>(0)? as u32,
-                    representative: row.try_get(1)?,
-                    size: row.try_get::<i64, _>(2)? as u64,
-                    seeds_done,
-                    seed_sum: big(&row.try_get::<String, _>(4)?)?.to_string(),
-                    complete: seeds_done == 10,
+                    label: row.try_get(1)?,
+                    weight: parse_count(&row.try_get::<String, _>(2)?)?,
+                    jobs_total: row.try_get::<i64, _>(3)? as u32,
+                    jobs_done: row.try_get::<i64, _>(4)? as u32,
+                    count_sum: parse_big(&row.try_get::<String, _>(5)?)?,
                 })
             })
             .collect()

@@ -1,38 +1,62 @@
-//! What the store's test suites share: the Russell classes, the true count
-//! of a leased job, and a report of it as the coordinator sends one.
+//! What the store's test suites share: runs of real censuses (the Russell
+//! stage of the 9x9 count, 440 jobs; the 2x4 shape, 26 jobs), the true
+//! count of a leased job, and a report of it as the coordinator sends one.
 
+#![allow(dead_code)] // each suite uses its part
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use census_math::{ClassTable, CounterKind, SEEDS, Stage};
-use census_store::{ClassSpec, Completion, Lease};
+use census_math::census::{Census, JobCounter};
+use census_store::{Completion, JobSpec, Lease, RunSpec};
 
-pub fn russell_classes() -> Vec<ClassSpec> {
-    ClassTable::build(Stage::Russell)
-        .classes()
-        .iter()
-        .map(|c| ClassSpec { class_id: c.id, representative: c.representative.to_string(), size: c.size })
-        .collect()
+/// The 9x9 count on the Russell stage: 44 classes, 440 jobs.
+pub const RUSSELL: &str = "sudoku stage=russell counter=column-sets";
+/// 2x4 boxes: 26 jobs, one per class; 29,136,487,207,403,520 grids.
+pub const SMALL: &str = "shape boxes=2x4";
+
+pub fn census(text: &str) -> Census {
+    text.parse().unwrap()
 }
 
-/// The true count of a leased job, from the fast counter.
-pub fn true_count(lease: &Lease) -> u64 {
-    static COUNTER: std::sync::LazyLock<Box<dyn census_math::Counter>> =
-        std::sync::LazyLock::new(|| CounterKind::ColumnSets.build());
-    COUNTER.count(&lease.band.parse().unwrap(), &SEEDS[lease.seed as usize])
+pub fn spec(text: &str, redundancy: u32) -> RunSpec {
+    RunSpec { census: text.into(), counter_version: census(text).counter_version(), redundancy }
+}
+
+pub fn jobs(text: &str) -> Vec<JobSpec> {
+    census(text).jobs().unwrap()
+}
+
+/// The true count of a leased job, from its census's counter.
+pub fn true_count(lease: &Lease) -> u128 {
+    static COUNTERS: LazyLock<Mutex<HashMap<String, Arc<JobCounter>>>> = LazyLock::new(Mutex::default);
+    let counter = COUNTERS
+        .lock()
+        .unwrap()
+        .entry(lease.census.clone())
+        .or_insert_with(|| Arc::new(census(&lease.census).job_counter()))
+        .clone();
+    counter.count(&lease.key).unwrap()
+}
+
+/// Sum over jobs of weight x true count: the run's weighted sum.
+pub fn weighted_sum(text: &str) -> num_bigint::BigUint {
+    let counter = census(text).job_counter();
+    jobs(text).iter().map(|job| num_bigint::BigUint::from(job.weight) * counter.count(&job.key).unwrap()).sum()
 }
 
 /// A report of `count` for the job of `lease`, with no independent check
 /// attached.
-pub fn completion(lease: &Lease, worker: &str, count: u64) -> Completion {
+pub fn completion(lease: &Lease, worker: &str, count: u128) -> Completion {
     Completion {
         job_id: lease.job_id,
         token: lease.token.clone(),
         worker: worker.into(),
-        band: lease.band.clone(),
-        seed: lease.seed,
+        key: lease.key.clone(),
         count,
         elapsed: Duration::from_micros(10),
-        counter_version: "column-sets/1".into(),
+        counter_version: census(&lease.census).counter_version(),
         checked_count: None,
     }
 }

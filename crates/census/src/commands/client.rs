@@ -100,13 +100,27 @@ fn status_name(code: tonic::Code) -> &'static str {
     }
 }
 
-/// The closing lines of a finished (or provisional) census.
+/// The closing lines of a finished (or provisional) census: for the 9x9
+/// count S, N0 and Kilfoil's estimate, for another census its terms and
+/// answer.
 pub fn print_result(result: &RunResult) {
-    let s: num_bigint::BigUint = result.s.parse().unwrap_or_default();
-    let n0: num_bigint::BigUint = result.n0.parse().unwrap_or_default();
+    let number = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
     if !result.r#final {
         println!("(provisional: the run is not finished)");
     }
+    if result.n0.is_empty() {
+        if result.answer.is_empty() {
+            println!("weighted sum so far = {}", number(&result.weighted_sum));
+            return;
+        }
+        for term in &result.terms {
+            println!("{} = {}", term.name, term.value);
+        }
+        println!("{}: {}", result.census, number(&result.answer));
+        return;
+    }
+    let s: num_bigint::BigUint = result.s.parse().unwrap_or_default();
+    let n0: num_bigint::BigUint = result.n0.parse().unwrap_or_default();
     println!("S  = {} = {}", thousands(&s), result.factorization);
     println!("N0 = 9! x 72^2 x S = {}", thousands(&n0));
     println!(

@@ -23,6 +23,9 @@ pub struct Args {
     /// The address to serve gRPC on.
     #[arg(long, env = "CENSUS_LISTEN", default_value = "0.0.0.0:50051")]
     listen: SocketAddr,
+    /// Create this census's run on start (idempotent); see `census run --help`.
+    #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"])]
+    census: Option<census_math::census::Census>,
     /// Create this stage's run on start (idempotent): 44|russell, 71|felgenhauer-jarvis,
     /// 174|rectangles, 416|rows, 2051|stacks-columns, 36288|catalogue.
     #[arg(long, env = "CENSUS_STAGE", value_parser = parse_stage)]
@@ -176,9 +179,14 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             tls,
         },
     );
-    if let Some(stage) = args.stage {
-        let run = coordinator.create_run(stage, args.counter, args.redundancy).await?;
-        tracing::info!(run = run.run_id, stage = %run.spec.stage, counter = %run.spec.counter, jobs = run.jobs_total, done = run.jobs_done, "run ready");
+    let census = match (args.census, args.stage) {
+        (Some(census), _) => Some(census),
+        (None, Some(stage)) => Some(super::census_of(None, stage, args.counter)),
+        (None, None) => None,
+    };
+    if let Some(census) = census {
+        let run = coordinator.create_run(census, args.redundancy).await?;
+        tracing::info!(run = run.run_id, census = %run.spec.census, jobs = run.jobs_total, done = run.jobs_done, "run ready");
     }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

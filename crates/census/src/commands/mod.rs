@@ -38,6 +38,21 @@ pub const STAGE_HELP: &str = "The stage: 44|russell, 71|felgenhauer-jarvis, 174|
 pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), banded (about 0.1 s a job) \
      or enumerate (the paper's plain backtracking, a few seconds a job)";
 
+/// The kinds of census, as every command's help names them.
+pub const CENSUS_HELP: &str = "Count another kind of census instead of the 9x9 count of --stage and --counter: \
+     \"essentially-different\" (9x9 grids up to symmetry), \"shape boxes=2x4\" (2x2 to 2x6 boxes and their \
+     transposes), or \"sudoku stage=71 counter=banded\"";
+
+/// The census a command means: `--census`, or else the 9x9 count of
+/// `--stage` and `--counter`.
+pub fn census_of(
+    census: Option<census_math::census::Census>,
+    stage: census_math::Stage,
+    counter: census_math::CounterKind,
+) -> census_math::census::Census {
+    census.unwrap_or(census_math::census::Census::Sudoku { stage, counter })
+}
+
 /// A band as a person types it: digits, maybe grouped by spaces, '/' or '|'.
 pub fn strip_separators(text: &str) -> String {
     text.chars().filter(|c| !(c.is_whitespace() || *c == '/' || *c == '|')).collect()

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use census_coordinator::auth::{generate_token, hash_token};
 use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig};
+use census_math::census::Census;
 use census_math::{CounterKind, Stage};
 use census_proto::client::ClientConfig;
 use census_proto::v1::{GetProgressRequest, GetResultRequest};
@@ -21,6 +22,8 @@ use super::{parse_counter, parse_stage};
 
 #[derive(clap::Args)]
 pub struct Args {
+    #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"], help = super::CENSUS_HELP)]
+    census: Option<Census>,
     #[arg(long, env = "CENSUS_STAGE", default_value = "44", value_parser = parse_stage, help = super::STAGE_HELP)]
     stage: Stage,
     #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
@@ -67,12 +70,12 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     }
     let config = CoordinatorConfig { lease_ttl: LOCAL_LEASE_TTL, auth, ..CoordinatorConfig::default() };
     let coordinator = Coordinator::new(store, config);
-    let run = coordinator.create_run(args.stage, args.counter, 1).await?;
+    let census = super::census_of(args.census, args.stage, args.counter);
+    let run = coordinator.create_run(census, 1).await?;
     println!(
-        "census: stage {} ({} classes), counter {}, {} jobs in {}{}",
-        run.spec.stage,
+        "census: {} ({} classes), {} jobs in {}{}",
+        run.spec.census,
         run.classes,
-        run.spec.counter,
         run.jobs_total,
         args.database,
         if run.jobs_done > 0 { format!(", resuming at {} done", run.jobs_done) } else { String::new() }
@@ -158,10 +161,11 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     coordinator.store().close().await;
 
     if interrupted {
-        println!(
-            "interrupted: nothing is lost; `census run --stage {} --counter {} --database {}` resumes it",
-            run.spec.stage, run.spec.counter, args.database
-        );
+        let again = match census {
+            Census::Sudoku { stage, counter } => format!("--stage {} --counter {counter}", stage.name()),
+            other => format!("--census {:?}", other.to_string()),
+        };
+        println!("interrupted: nothing is lost; `census run {again} --database {}` resumes it", args.database);
         return Ok(ExitCode::from(130));
     }
     if run.is_final {

@@ -21,8 +21,11 @@ pub struct Args {
     #[arg(long, env = "CENSUS_DATABASE_URL", conflicts_with = "coordinator")]
     database: Option<String>,
     /// The run (default: the latest).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "census")]
     run: Option<i64>,
+    /// The latest run of this census, e.g. "essentially-different".
+    #[arg(long, env = "CENSUS_CENSUS")]
+    census: Option<census_math::census::Census>,
     /// Keep printing progress until the run is final.
     #[arg(long)]
     watch: bool,
@@ -43,6 +46,10 @@ struct StatusJson {
     failed: u64,
     conflicts: u64,
     r#final: bool,
+    census: String,
+    /// The exact answer once final.
+    answer: String,
+    /// For 9x9 runs: S and N0 (provisional until final).
     s: String,
     n0: String,
 }
@@ -64,7 +71,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => (args.coordinator.clone(), None),
         };
         let mut client = connect(&address, &args.credentials).await?;
-        let run_id = args.run.unwrap_or(0);
+        let run_id = match (&args.run, &args.census) {
+            (Some(run), _) => *run,
+            (None, Some(census)) => {
+                let runs = client.list_runs(ListRunsRequest {}).await.map_err(status_error)?.into_inner().runs;
+                let text = census.to_string();
+                runs.iter().rev().find(|run| run.census == text).map(|run| run.run_id).ok_or_else(|| {
+                    super::UsageError(format!("there is no run of {text}; `census submit --census {text:?}` makes one"))
+                })?
+            }
+            (None, None) => 0,
+        };
         let mut progress = client.get_progress(GetProgressRequest { run_id }).await.map_err(status_error)?.into_inner();
         if args.watch && !progress.r#final {
             let mut stream = client
@@ -91,6 +108,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 failed: progress.failed,
                 conflicts: progress.conflicts,
                 r#final: result.r#final,
+                census: result.census,
+                answer: result.answer,
                 s: result.s,
                 n0: result.n0,
             };
@@ -100,10 +119,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let runs = client.list_runs(ListRunsRequest {}).await.map_err(status_error)?.into_inner().runs;
         if let Some(run) = runs.iter().find(|r| r.run_id == progress.run_id) {
             println!(
-                "run {}: stage {}, counter {}, redundancy {}{}",
+                "run {}: {}, redundancy {}{}",
                 run.run_id,
-                run.stage,
-                run.counter,
+                run.census,
                 run.redundancy,
                 if run.cancelled { ", CANCELLED" } else { "" }
             );
@@ -129,15 +147,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .classes;
         if classes.len() <= 100 {
             for class in &classes {
-                let n: num_bigint::BigUint = class.completions.parse().unwrap_or_default();
-                println!(
-                    "  class {:>3} {} size {:>5}: {}/10 seeds, n = {}",
-                    class.class_id,
-                    class.representative,
-                    class.size,
-                    class.seeds_done,
-                    thousands(&n)
-                );
+                let number = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
+                if class.completions.is_empty() {
+                    println!(
+                        "  {} (weight {}): {}/{} jobs, count = {}",
+                        class.representative,
+                        number(&class.weight),
+                        class.seeds_done,
+                        class.jobs_total,
+                        number(&class.seed_sum)
+                    );
+                } else {
+                    println!(
+                        "  class {:>3} {} size {:>5}: {}/{} seeds, n = {}",
+                        class.class_id,
+                        class.representative,
+                        class.size,
+                        class.seeds_done,
+                        class.jobs_total,
+                        number(&class.completions)
+                    );
+                }
             }
         } else {
             println!("  ({} classes: too many to list here; SQL's class_totals view has every one)", classes.len());

@@ -12,10 +12,12 @@ pub struct Args {
     /// The coordinator's gRPC address.
     #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
     coordinator: String,
-    #[arg(long, env = "CENSUS_STAGE", help = super::STAGE_HELP)]
-    stage: String,
-    #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", help = super::COUNTER_HELP)]
-    counter: String,
+    #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"], help = super::CENSUS_HELP)]
+    census: Option<String>,
+    #[arg(long, env = "CENSUS_STAGE", required_unless_present = "census", help = super::STAGE_HELP)]
+    stage: Option<String>,
+    #[arg(long, env = "CENSUS_COUNTER", help = super::COUNTER_HELP)]
+    counter: Option<String>,
     /// Distinct worker identities (tokens) that must agree on each job, 1 to 5.
     #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
     redundancy: u32,
@@ -30,17 +32,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let mut client = connect(&args.coordinator, &args.credentials).await?;
         let request = CreateRunRequest {
-            stage: args.stage,
-            counter: args.counter,
+            census: args.census.unwrap_or_default(),
+            stage: args.stage.unwrap_or_default(),
+            counter: args.counter.unwrap_or_default(),
             redundancy: args.redundancy,
             priority: args.priority,
         };
         let run = client.create_run(request).await.map_err(status_error)?.into_inner();
         println!(
-            "run {}: stage {}, counter {} ({}), redundancy {}, priority {}, {} classes, {} jobs ({} done){}",
+            "run {}: {} ({}), redundancy {}, priority {}, {} classes, {} jobs ({} done){}",
             run.run_id,
-            run.stage,
-            run.counter,
+            run.census,
             run.counter_version,
             run.redundancy,
             run.priority,

@@ -1,7 +1,10 @@
-//! `census verify`: do finished runs of different stages agree on S?
+//! `census verify`: do finished runs of the same count agree? For the 9x9
+//! count (the default), runs of different stages must give the same S; for
+//! another census, runs must give the same answer.
 
 use std::process::ExitCode;
 
+use census_math::census::Census;
 use census_math::total::thousands;
 use census_proto::v1::{GetResultRequest, ListRunsRequest};
 use census_store::StoreConfig;
@@ -18,9 +21,14 @@ pub struct Args {
     /// Or ask this coordinator.
     #[arg(long)]
     coordinator: Option<String>,
-    /// The runs to compare, e.g. 1,2 (default: every finished run).
+    /// The runs to compare, e.g. 1,2 (default: every finished run of the census).
     #[arg(long, value_delimiter = ',')]
     runs: Vec<i64>,
+    /// Compare runs of this census and of any other that has the same
+    /// answer, e.g. "shape boxes=2x3" and "shape boxes=3x2" (default: the
+    /// 9x9 count, every stage and counter).
+    #[arg(long, env = "CENSUS_CENSUS")]
+    census: Option<Census>,
     #[command(flatten)]
     credentials: Credentials,
 }
@@ -30,7 +38,7 @@ enum Source {
     Coordinator(String),
 }
 
-/// (run, stage, final, S)
+/// (run, census, final, the compared number: S for 9x9 runs, else the answer)
 type RunTotalLine = (i64, String, bool, String);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -50,7 +58,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let mut lines = Vec::new();
                 for run in store.list_runs().await? {
                     let total = store.total(run.run_id).await?;
-                    lines.push((run.run_id, run.spec.stage, total.is_final, total.s));
+                    let compared = match run.spec.census.parse() {
+                        Ok(Census::Sudoku { .. }) => total.weighted_sum.to_string(),
+                        _ => total.answer.map(|answer| answer.to_string()).unwrap_or_default(),
+                    };
+                    lines.push((run.run_id, run.spec.census, total.is_final, compared));
                 }
                 lines
             }
@@ -64,13 +76,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         .await
                         .map_err(status_error)?
                         .into_inner();
-                    lines.push((run.run_id, run.stage, result.r#final, result.s));
+                    let compared = if result.s.is_empty() { result.answer } else { result.s };
+                    lines.push((run.run_id, run.census, result.r#final, compared));
                 }
                 lines
             }
         };
+        // Runs of the same count: those whose census has the same answer.
+        let wanted = args.census.unwrap_or(Census::Sudoku {
+            stage: census_math::Stage::Russell,
+            counter: census_math::CounterKind::ColumnSets,
+        });
+        let same_count = |census: &str| census.parse::<Census>().is_ok_and(|c| c.published() == wanted.published());
+        let sudoku = matches!(wanted, Census::Sudoku { .. });
         let chosen: Vec<&RunTotalLine> = if args.runs.is_empty() {
-            lines.iter().filter(|line| line.2).collect()
+            lines.iter().filter(|line| line.2 && same_count(&line.1)).collect()
         } else {
             let mut chosen = Vec::new();
             for id in &args.runs {
@@ -80,6 +100,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .ok_or_else(|| UsageError(format!("there is no run {id}")))?;
                 if !line.2 {
                     return Err(UsageError(format!("run {id} ({}) is not finished", line.1)).into());
+                }
+                if !same_count(&line.1) {
+                    return Err(UsageError(format!("run {id} ({}) is not a run of {wanted}", line.1)).into());
                 }
                 chosen.push(line);
             }
@@ -91,19 +114,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Source::Coordinator(_) => "`census submit --stage 71`".to_string(),
             };
             return Err(UsageError(format!(
-                "verify compares finished runs of different stages and found {}; count a second stage into the same \
-                 database first, e.g. {where_to}",
+                "verify compares finished runs of {wanted} (or of anything with the same answer) and found {}; count \
+                 a second run into the same database first, e.g. {where_to}",
                 chosen.len()
             ))
             .into());
         }
-        let s_of = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
-        for (run, stage, _, s) in &chosen {
-            println!("run {run} ({stage}): S = {}", s_of(s));
+        let name = if sudoku { "S" } else { "the answer" };
+        let number = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
+        for (run, census, _, compared) in &chosen {
+            println!("run {run} ({census}): {name} = {}", number(compared));
         }
         let agree = chosen.iter().all(|line| line.3 == chosen[0].3);
         if agree {
-            println!("agree: every run gives S = {}", s_of(&chosen[0].3));
+            println!("agree: every run gives {name} = {}", number(&chosen[0].3));
             Ok(ExitCode::SUCCESS)
         } else {
             println!("DISAGREE: the runs give different totals");
