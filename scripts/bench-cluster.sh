@@ -30,6 +30,6 @@ for i in $(seq "$workers"); do
   "$census" worker --coordinator "127.0.0.1:$gport" --threads "$threads" --worker-id "w$i" --exit-when-done >"$dir/worker$i.log" 2>&1 &
   pids+=($!)
 done
-until grep -q "N0 = 6670903752021072936960" "$dir/coordinator.log"; do sleep 0.1; done
+until grep -q "census finished: 6670903752021072936960" "$dir/coordinator.log"; do sleep 0.1; done
 end=$(date +%s.%N)
 python3 -c "print(f'stage $stage, counter $counter, $workers worker(s) x $threads thread(s): {$end - $start:.1f} s wall to the final N0')"

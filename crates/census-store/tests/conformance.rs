@@ -230,6 +230,7 @@ async fn bad_input_gets_a_typed_error(store: Arc<dyn JobStore>) {
     // Over 64 bits: Postgres (NUMERIC) records it, SQLite refuses it by name.
     let huge = store.complete(&completion(&lease, "w", u128::from(u64::MAX) + 1)).await;
     assert!(matches!(huge, Ok(CompleteOutcome::Recorded) | Err(StoreError::CountTooLarge { .. })), "{huge:?}");
+    let lease = store.lease(Some(run), "w", 1, TTL).await.unwrap().remove(0);
     let mut stale = completion(&lease, "w", 1);
     stale.token = "not-a-token".into();
     assert!(matches!(store.complete(&stale).await, Err(StoreError::StaleToken { .. })));

@@ -216,7 +216,7 @@ fn the_compose_topology_computes_n0_as_local_processes() {
     let coordinator_log = logs.join("coordinator.log");
     let finished = loop {
         let log = std::fs::read_to_string(&coordinator_log).unwrap_or_default();
-        if log.contains("N0 = 6670903752021072936960") {
+        if log.contains("census finished: 6670903752021072936960") {
             break true;
         }
         if Instant::now() > deadline {

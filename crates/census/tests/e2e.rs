@@ -69,6 +69,37 @@ fn census_run_on_a_fresh_sqlite_file_prints_n0() {
     assert!(printed.contains("already finished") && printed.contains(N0_PRINTED), "{printed}");
 }
 
+/// Other kinds of census through `census run` on SQLite: the essentially
+/// different grids (Russell and Jarvis, 2006) and 3x2 boxes (the transpose
+/// of 2x3: 28,200,960 grids), into one file, each with its terms; then
+/// `verify` compares the two shape runs of the same count.
+#[test]
+fn census_run_counts_other_kinds_on_sqlite() {
+    let db = temp_db("kinds");
+    let output = census().args(["run", "--database", &db, "--census", "essentially-different", "-q"]).output().unwrap();
+    let printed = text(&output);
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains("essentially-different: 5,472,730,538"), "{printed}");
+    assert!(printed.contains("classes of G fixing some grid = 27"), "{printed}");
+    assert!(printed.contains("class 0: size x A = 1 x 18383222420692992"), "{printed}");
+    for boxes in ["3x2", "2x3"] {
+        let census_text = format!("shape boxes={boxes}");
+        let output = census().args(["run", "--database", &db, "--census", &census_text, "-q"]).output().unwrap();
+        let printed = text(&output);
+        assert!(output.status.success(), "{printed}");
+        assert!(printed.contains("shape boxes=2x3: 28,200,960"), "{printed}");
+    }
+    let output = census().args(["verify", "--database", &db, "--census", "shape boxes=3x2"]).output().unwrap();
+    let printed = text(&output);
+    // 3x2 and 2x3 are one census (the transpose): one run, nothing to compare.
+    assert!(!output.status.success() && printed.contains("found 1"), "{printed}");
+    let output = census().args(["status", "--database", &db, "--census", "essentially-different"]).output().unwrap();
+    let printed = text(&output);
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains("essentially-different: 5,472,730,538"), "{printed}");
+    assert!(printed.contains("275 classes: too many to list here"), "{printed}");
+}
+
 #[test]
 fn census_run_interrupted_resumes_and_ends_exact() {
     let db = temp_db("interrupted");
@@ -99,7 +130,7 @@ fn census_run_interrupted_resumes_and_ends_exact() {
     assert!(second.status.success(), "{printed}");
     assert!(printed.contains("resuming at"), "the second run resumes: {printed}");
     assert!(
-        printed.contains("stage felgenhauer-jarvis (71 classes)"),
+        printed.contains("sudoku stage=felgenhauer-jarvis counter=banded (71 classes)"),
         "the same run, not a new Russell run: {printed}"
     );
     assert!(printed.contains(N0_PRINTED), "{printed}");
@@ -230,11 +261,38 @@ fn assert_counted_once(cluster: &Cluster, jobs: u64) {
     assert_eq!(cluster.sql("SELECT COUNT(DISTINCT job_id) FROM results WHERE outcome = 'accepted'"), jobs.to_string());
     assert_eq!(
         cluster.sql(
-            "SELECT COUNT(*) FROM classes c WHERE c.seed_sum <> (SELECT COALESCE(SUM(x.count), 0) FROM results x \
+            "SELECT COUNT(*) FROM classes c WHERE c.count_sum <> (SELECT COALESCE(SUM(x.count), 0) FROM results x \
              JOIN jobs j ON j.id = x.job_id WHERE x.outcome = 'accepted' AND j.run_id = c.run_id AND j.class_id = c.class_id)"
         ),
         "0"
     );
+}
+
+/// The second kind of census through the same engine: a Postgres
+/// coordinator and two workers count the essentially different grids, and
+/// the generic audit view shows the 27 classes of G that fix some grid.
+#[test]
+fn a_postgres_cluster_counts_the_essentially_different_grids() {
+    let mut cluster = Cluster::new();
+    let coordinator = cluster.coordinator(&["--census", "essentially-different"]);
+    cluster.children.push(coordinator);
+    cluster.wait_until_serving();
+    let mut workers = vec![cluster.worker("one"), cluster.worker("two")];
+    for worker in &mut workers {
+        assert!(wait_with_timeout(worker, Duration::from_secs(600)).success());
+    }
+    let status = cluster.status_json();
+    assert_eq!(status["final"], true, "{status}");
+    assert_eq!(status["census"], "essentially-different");
+    assert_eq!(status["answer"], "5472730538", "Russell and Jarvis (2006)");
+    assert_eq!(status["done"], 282);
+    assert_eq!(cluster.sql("SELECT answer FROM run_progress"), "5472730538");
+    // Burnside: the class-size-weighted sum of fixed counts, 3,359,232 x the answer.
+    assert_eq!(cluster.sql("SELECT SUM(contribution) FROM group_totals"), "18384171550626816");
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM group_totals WHERE count_sum > 0 AND complete"), "27");
+    assert_eq!(cluster.sql("SELECT count_sum FROM group_totals WHERE label = 'class 0'"), "18383222420692992");
+    assert_counted_once(&cluster, 282);
+    assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
 }
 
 #[test]
@@ -253,7 +311,8 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     assert_eq!(status["done"], 440);
 
     // The audit view agrees with the gRPC answer, class by class.
-    assert_eq!(cluster.sql("SELECT n0 FROM run_progress"), N0);
+    assert_eq!(cluster.sql("SELECT answer FROM run_progress"), N0);
+    assert_eq!(cluster.sql("SELECT weighted_sum FROM run_progress"), "3546146300288");
     assert_eq!(cluster.sql("SELECT SUM(contribution) FROM class_totals"), "3546146300288");
     assert_eq!(cluster.sql("SELECT COUNT(*) FROM class_totals WHERE complete"), "44");
     let output = census()
@@ -273,7 +332,7 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     // Both workers took part, under their tokens' names.
     assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
     // A tampered stored total is refused, never printed as the answer.
-    cluster.sql("UPDATE runs SET s = s + 1, n0 = n0 + 1");
+    cluster.sql("UPDATE runs SET weighted_sum = weighted_sum + 1, answer = answer + 1");
     let tampered = census()
         .args(["status", "--coordinator", &cluster.address, "--token-file", &cluster.operator_token()])
         .output()
@@ -281,7 +340,7 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     assert_eq!(tampered.status.code(), Some(1), "{}", text(&tampered));
     assert!(text(&tampered).contains("does not equal the exact total"), "{}", text(&tampered));
     assert!(!text(&tampered).contains("6,670,903,752,021,072,936,961"), "{}", text(&tampered));
-    cluster.sql("UPDATE runs SET s = s - 1, n0 = n0 - 1");
+    cluster.sql("UPDATE runs SET weighted_sum = weighted_sum - 1, answer = answer - 1");
     // Without a token, nothing is answered.
     let anonymous = census().args(["status", "--coordinator", &cluster.address]).output().unwrap();
     assert_eq!(anonymous.status.code(), Some(1));
@@ -370,8 +429,8 @@ fn verify_compares_the_totals_of_two_stages() {
     let output = census().args(["verify", "--database", &db]).output().unwrap();
     let printed = text(&output);
     assert!(output.status.success(), "{printed}");
-    assert!(printed.contains("run 1 (russell): S = 3,546,146,300,288"), "{printed}");
-    assert!(printed.contains("run 2 (felgenhauer-jarvis): S = 3,546,146,300,288"), "{printed}");
+    assert!(printed.contains("run 1 (sudoku stage=russell counter=column-sets): S = 3,546,146,300,288"), "{printed}");
+    assert!(printed.contains("run 2 (sudoku stage=felgenhauer-jarvis counter=column-sets): S = 3,546,146,300,288"), "{printed}");
     assert!(printed.contains("agree: every run gives S = 3,546,146,300,288"), "{printed}");
 
     let missing = census().args(["verify", "--database", &db, "--runs", "1,9"]).output().unwrap();

@@ -39,9 +39,9 @@ pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), b
      or enumerate (the paper's plain backtracking, a few seconds a job)";
 
 /// The kinds of census, as every command's help names them.
-pub const CENSUS_HELP: &str = "Count another kind of census instead of the 9x9 count of --stage and --counter: \
-     \"essentially-different\" (9x9 grids up to symmetry), \"shape boxes=2x4\" (2x2 to 2x6 boxes and their \
-     transposes), or \"sudoku stage=71 counter=banded\"";
+pub const CENSUS_HELP: &str = "Count another kind of census instead of the 9x9 count (--stage, --counter). \
+     Kinds: \"essentially-different\" (9x9 grids up to symmetry), \"shape boxes=2x4\" (2x2 to 2x6 boxes and \
+     their transposes), or \"sudoku stage=71 counter=banded\"";
 
 /// The census a command means: `--census`, or else the 9x9 count of
 /// `--stage` and `--counter`.

@@ -170,7 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         } else {
-            println!("  ({} classes: too many to list here; SQL's class_totals view has every one)", classes.len());
+            println!("  ({} classes: too many to list here; SQL's group_totals view has every one)", classes.len());
         }
         print_result(&result);
         Ok(ExitCode::SUCCESS)
