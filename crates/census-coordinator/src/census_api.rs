@@ -9,9 +9,10 @@ use census_math::total::{factorize, kilfoil_estimate, n0_from_s, relative_error}
 use census_math::{CounterKind, Stage};
 use census_proto::v1::census_service_server::CensusService;
 use census_proto::v1::{
-    CancelRunRequest, ClassLine, Term, CreateRunRequest, GetProgressRequest, GetResultRequest, ListClassesRequest,
+    CancelRunRequest, ClassLine, CreateRunRequest, GetProgressRequest, GetResultRequest, ListClassesRequest,
     ListClassesResponse, ListRunsRequest, ListRunsResponse, Progress, RecountJobRequest, RecountJobResponse,
-    RequeueJobsRequest, RequeueJobsResponse, Run, RunResult, SetRunPriorityRequest, WatchProgressRequest, WorkerLine,
+    RequeueJobsRequest, RequeueJobsResponse, Run, RunResult, SetRunPriorityRequest, Term, WatchProgressRequest,
+    WorkerLine,
 };
 use census_store::{MAX_REDUNDANCY, RunId, RunSummary};
 use num_bigint::BigUint;
@@ -164,7 +165,10 @@ impl CensusService for Api {
                  \"sudoku stage=44 counter=banded\")",
             ));
         } else {
-            request.census.parse().map_err(|e: census_math::census::CensusError| Status::invalid_argument(e.to_string()))?
+            request
+                .census
+                .parse()
+                .map_err(|e: census_math::census::CensusError| Status::invalid_argument(e.to_string()))?
         };
         if request.redundancy > MAX_REDUNDANCY {
             return Err(Status::invalid_argument(format!(

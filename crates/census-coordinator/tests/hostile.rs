@@ -362,9 +362,7 @@ async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
     let run = h.create_run(1).await;
     let mut operator = h.census(Some(&h.operator));
     let huge = one_off(
-        operator
-            .create_run(CreateRunRequest { stage: "44".into(), redundancy: u32::MAX, ..Default::default() })
-            .await,
+        operator.create_run(CreateRunRequest { stage: "44".into(), redundancy: u32::MAX, ..Default::default() }).await,
     );
     assert_eq!(huge.code(), Code::InvalidArgument, "{huge:?}");
     for (census, stage, says) in [

@@ -260,7 +260,8 @@ fn an_embedded_run_is_readable_by_status_verify_and_sqlite_alone() {
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(status.status.success(), "{text}{}", String::from_utf8_lossy(&status.stderr));
     assert!(
-        text.contains("run 1: sudoku stage=russell counter=column-sets") && text.contains("6,670,903,752,021,072,936,960"),
+        text.contains("run 1: sudoku stage=russell counter=column-sets")
+            && text.contains("6,670,903,752,021,072,936,960"),
         "{text}"
     );
     assert!(text.contains("finished") && !text.contains("jobs/s"), "{text}");

@@ -430,7 +430,10 @@ fn verify_compares_the_totals_of_two_stages() {
     let printed = text(&output);
     assert!(output.status.success(), "{printed}");
     assert!(printed.contains("run 1 (sudoku stage=russell counter=column-sets): S = 3,546,146,300,288"), "{printed}");
-    assert!(printed.contains("run 2 (sudoku stage=felgenhauer-jarvis counter=column-sets): S = 3,546,146,300,288"), "{printed}");
+    assert!(
+        printed.contains("run 2 (sudoku stage=felgenhauer-jarvis counter=column-sets): S = 3,546,146,300,288"),
+        "{printed}"
+    );
     assert!(printed.contains("agree: every run gives S = 3,546,146,300,288"), "{printed}");
 
     let missing = census().args(["verify", "--database", &db, "--runs", "1,9"]).output().unwrap();

@@ -202,10 +202,8 @@ impl SqlStore {
                     // keys are checked once the migrations are in.
                     sqlx::query("PRAGMA foreign_keys = OFF").execute(&mut probe).await.map_err(|e| failed(&e))?;
                     SQLITE_MIGRATIONS.run(&mut probe).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
-                    let dangling = sqlx::query("PRAGMA foreign_key_check")
-                        .fetch_all(&mut probe)
-                        .await
-                        .map_err(|e| failed(&e))?;
+                    let dangling =
+                        sqlx::query("PRAGMA foreign_key_check").fetch_all(&mut probe).await.map_err(|e| failed(&e))?;
                     if !dangling.is_empty() {
                         return Err(failed(&format!("{} rows point at rows that do not exist", dangling.len())));
                     }

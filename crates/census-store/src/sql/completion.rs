@@ -257,13 +257,11 @@ impl SqlStore {
         self.insert_results(&mut tx, &results, now).await?;
         for (&job, &(state, count, votes)) in &deltas.jobs {
             // Every decided job loses its lease: the token is fenced off.
-            sqlx::query(
-                &format!(
-                    "UPDATE jobs SET state = $2, count = COALESCE({}, count), votes = votes + $4, lease_owner = NULL,
+            sqlx::query(&format!(
+                "UPDATE jobs SET state = $2, count = COALESCE({}, count), votes = votes + $4, lease_owner = NULL,
                             lease_token = NULL, lease_expires_at = NULL, updated_at = $5 WHERE id = $1",
-                    self.backend.count("$3")
-                ),
-            )
+                self.backend.count("$3")
+            ))
             .bind(job)
             .bind(state.as_str())
             .bind(count.map(|count| count.to_string()))

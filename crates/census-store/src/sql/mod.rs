@@ -30,7 +30,7 @@ use backend::Backend;
 pub(crate) use backend::JobState;
 
 use crate::{
-    ClassTotal, JobSpec, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobStore, Lease, Progress,
+    ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, Lease, Progress,
     QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
 };
 

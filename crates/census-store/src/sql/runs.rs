@@ -15,11 +15,13 @@ impl SqlStore {
         if let Some(facts) = self.runs.lock().expect("the run cache is never poisoned").get(&run) {
             return Ok(facts.clone());
         }
-        let row = sqlx::query("SELECT census, (SELECT COUNT(*) FROM classes c WHERE c.run_id = r.id) FROM runs r WHERE id = $1")
-            .bind(run)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or(StoreError::UnknownRun(run))?;
+        let row = sqlx::query(
+            "SELECT census, (SELECT COUNT(*) FROM classes c WHERE c.run_id = r.id) FROM runs r WHERE id = $1",
+        )
+        .bind(run)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::UnknownRun(run))?;
         let facts = Arc::new(RunFacts { census: row.try_get(0)?, classes: row.try_get::<i64, _>(1)? as u64 });
         self.runs.lock().expect("the run cache is never poisoned").insert(run, facts.clone());
         Ok(facts)
@@ -180,7 +182,8 @@ impl SqlStore {
                     format!("($1, ${}, ${}, {}, ${})", p, p + 1, self.backend.count(&format!("${}", p + 2)), p + 3)
                 })
                 .collect();
-            let sql = format!("INSERT INTO classes (run_id, class_id, label, weight, jobs_total) VALUES {}", rows.join(", "));
+            let sql =
+                format!("INSERT INTO classes (run_id, class_id, label, weight, jobs_total) VALUES {}", rows.join(", "));
             let mut query = sqlx::query(&sql).bind(run);
             for (i, (label, weight, jobs)) in chunk.iter().enumerate() {
                 query = query.bind((chunk_index * 1000 + i) as i64).bind(*label).bind(weight.to_string()).bind(*jobs);
@@ -190,10 +193,8 @@ impl SqlStore {
         for (chunk_index, chunk) in jobs.chunks(1000).enumerate() {
             let rows: Vec<String> =
                 (0..chunk.len()).map(|i| format!("($1, ${}, ${}, $2, $2)", i * 2 + 3, i * 2 + 4)).collect();
-            let sql = format!(
-                "INSERT INTO jobs (run_id, class_id, key, created_at, updated_at) VALUES {}",
-                rows.join(", ")
-            );
+            let sql =
+                format!("INSERT INTO jobs (run_id, class_id, key, created_at, updated_at) VALUES {}", rows.join(", "));
             let mut query = sqlx::query(&sql).bind(run).bind(now);
             for (i, job) in chunk.iter().enumerate() {
                 query = query.bind(job_classes[chunk_index * 1000 + i] as i64).bind(&job.key);
