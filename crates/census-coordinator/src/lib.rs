@@ -79,7 +79,7 @@ pub struct Coordinator {
 /// what may pass is UNAVAILABLE.
 pub fn status_of(error: StoreError) -> Status {
     let message = error.to_string();
-    if matches!(error, StoreError::Database(_) | StoreError::Unavailable(_) | StoreError::Connect { .. }) {
+    if matches!(error, StoreError::Database(_) | StoreError::Unavailable(_) | StoreError::Connect { .. } | StoreError::Internal(_)) {
         metrics::counter!("census_store_errors_total", "retryable" => if error.is_retryable() { "yes" } else { "no" })
             .increment(1);
     }
@@ -91,7 +91,7 @@ pub fn status_of(error: StoreError) -> Status {
         }
         StoreError::TotalMismatch { .. } | StoreError::Fold(_) => Status::data_loss(message),
         StoreError::Connect { .. } | StoreError::Unavailable(_) => Status::unavailable(message),
-        StoreError::Database(_) => Status::internal(message),
+        StoreError::Database(_) | StoreError::Internal(_) => Status::internal(message),
     }
 }
 
@@ -110,7 +110,7 @@ impl Coordinator {
     pub async fn create_run(&self, census: Census, redundancy: u32) -> Result<RunSummary, StoreError> {
         let jobs = tokio::task::spawn_blocking(move || census.jobs())
             .await
-            .map_err(|e| StoreError::Database(format!("listing the census's jobs panicked: {e}")))?
+            .map_err(|e| StoreError::Internal(format!("listing the census's jobs panicked: {e}")))?
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let spec = RunSpec {
             census: census.to_string(),

@@ -247,9 +247,12 @@ pub enum StoreError {
     #[error("the database {url} cannot be opened: {reason}")]
     Connect { url: String, reason: String },
     #[error("the database is unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] sqlx::Error),
     #[error("database error: {0}")]
-    Database(String),
+    Database(#[source] sqlx::Error),
+    /// A stored value this code cannot read, or a task that panicked.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl StoreError {
@@ -276,7 +279,7 @@ impl From<sqlx::Error> for StoreError {
             }),
             _ => false,
         };
-        if retryable { StoreError::Unavailable(error.to_string()) } else { StoreError::Database(error.to_string()) }
+        if retryable { StoreError::Unavailable(error) } else { StoreError::Database(error) }
     }
 }
 

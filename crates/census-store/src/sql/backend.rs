@@ -38,7 +38,7 @@ impl std::str::FromStr for JobState {
             "leased" => Ok(JobState::Leased),
             "done" => Ok(JobState::Done),
             "failed" => Ok(JobState::Failed),
-            _ => Err(StoreError::Database(format!("{text:?} is not a job state"))),
+            _ => Err(StoreError::Internal(format!("{text:?} is not a job state"))),
         }
     }
 }

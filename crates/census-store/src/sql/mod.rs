@@ -60,14 +60,26 @@ fn now_ms() -> i64 {
 /// A decimal from the database as a big integer (Postgres may print a
 /// NUMERIC with a fractional part of zeros).
 fn parse_big(text: &str) -> Result<BigUint, StoreError> {
-    let integer = text.split('.').next().unwrap_or(text);
-    integer.parse().map_err(|_| StoreError::Database(format!("{text:?} is not a whole number")))
+    whole_part(text)
+        .and_then(|integer| integer.parse().ok())
+        .ok_or_else(|| StoreError::Internal(format!("{text:?} is not a whole number")))
 }
 
 /// A count or weight from the database.
 fn parse_count(text: &str) -> Result<u128, StoreError> {
-    let integer = text.split('.').next().unwrap_or(text);
-    integer.parse().map_err(|_| StoreError::Database(format!("{text:?} is not a count")))
+    whole_part(text)
+        .and_then(|integer| integer.parse().ok())
+        .ok_or_else(|| StoreError::Internal(format!("{text:?} is not a count")))
+}
+
+/// The digits of a whole number written with or without a fraction of
+/// zeros ("12", "12.000"); anything else ("1.5", "6.67e+21") is not one.
+fn whole_part(text: &str) -> Option<&str> {
+    match text.split_once('.') {
+        None => Some(text),
+        Some((integer, zeros)) if zeros.bytes().all(|b| b == b'0') => Some(integer),
+        Some(_) => None,
+    }
 }
 
 /// A lease token prefix, random for every lease call; the job id and

@@ -171,7 +171,7 @@ impl SqlStore {
             // Another coordinator created the same run first: use it.
             Err(sqlx::Error::Database(error)) if error.is_unique_violation() => {
                 drop(tx);
-                return self.find_run(spec).await?.ok_or_else(|| StoreError::Database(error.to_string()));
+                return self.find_run(spec).await?.ok_or_else(|| StoreError::Database(sqlx::Error::Database(error)));
             }
             Err(error) => return Err(error.into()),
         };

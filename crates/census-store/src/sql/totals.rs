@@ -37,7 +37,7 @@ impl SqlStore {
         }
         let jobs = tokio::task::spawn_blocking(move || census.jobs())
             .await
-            .map_err(|e| StoreError::Database(format!("building the census's jobs panicked: {e}")))?
+            .map_err(|e| StoreError::Internal(format!("building the census's jobs panicked: {e}")))?
             .map_err(StoreError::Fold)?;
         let jobs = Arc::new(jobs);
         self.expected.lock().expect("never poisoned").insert(text, jobs.clone());
@@ -68,7 +68,7 @@ impl SqlStore {
             Ok(Folded { answer, weighted_sum, class_sums })
         })
         .await
-        .map_err(|e| StoreError::Database(format!("folding the answer panicked: {e}")))?
+        .map_err(|e| StoreError::Internal(format!("folding the answer panicked: {e}")))?
     }
 
     /// Folds a final answer again from the accepted results of the current
