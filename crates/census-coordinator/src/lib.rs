@@ -78,7 +78,7 @@ pub struct Coordinator {
 /// refusals are INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION, and only
 /// what may pass is UNAVAILABLE.
 pub fn status_of(error: StoreError) -> Status {
-    let message = error.to_string();
+    let message = error.report();
     if matches!(error, StoreError::Database(_) | StoreError::Unavailable(_) | StoreError::Connect { .. } | StoreError::Internal(_)) {
         metrics::counter!("census_store_errors_total", "retryable" => if error.is_retryable() { "yes" } else { "no" })
             .increment(1);
@@ -107,11 +107,14 @@ impl Coordinator {
     /// Creates (or finds, or resumes) the run of a census: its jobs are
     /// listed here (for the 9x9 count, the stage's class table is built)
     /// and stored.
-    pub async fn create_run(&self, census: Census, redundancy: u32) -> Result<RunSummary, StoreError> {
+    pub async fn create_run(self: &Arc<Self>, census: Census, redundancy: u32) -> Result<RunSummary, StoreError> {
         let jobs = tokio::task::spawn_blocking(move || census.jobs())
             .await
             .map_err(|e| StoreError::Internal(format!("listing the census's jobs panicked: {e}")))?
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        // The checker's tables are built while the first jobs are counted.
+        let coordinator = self.clone();
+        tokio::task::spawn_blocking(move || coordinator.checker(&census.to_string()));
         let spec = RunSpec {
             census: census.to_string(),
             counter_version: census.counter_version(),
@@ -121,14 +124,17 @@ impl Coordinator {
         self.store.run(run).await
     }
 
-    /// The counter that checks results of `census` (text as stored).
+    /// The counter that checks results of `census` (text as stored),
+    /// built once (under the lock, so that concurrent checks wait for one
+    /// build instead of making their own).
     fn checker(&self, census: &str) -> Option<Arc<JobCounter>> {
-        if let Some(checker) = self.checkers.lock().expect("never poisoned").get(census) {
+        let mut checkers = self.checkers.lock().expect("never poisoned");
+        if let Some(checker) = checkers.get(census) {
             return Some(checker.clone());
         }
         let parsed: Census = census.parse().ok()?;
         let checker = Arc::new(parsed.checking_counter());
-        self.checkers.lock().expect("never poisoned").insert(census.to_string(), checker.clone());
+        checkers.insert(census.to_string(), checker.clone());
         Some(checker)
     }
 
@@ -197,7 +203,7 @@ impl Coordinator {
                     let answer = total.answer.map(|answer| answer.to_string()).unwrap_or_default();
                     tracing::info!(run, census = %total.census, %answer, "census finished: {answer}")
                 }
-                Err(error) => tracing::error!(run, %error, "the finished run's total does not check"),
+                Err(error) => tracing::error!(run, error = %error.report(), "the finished run's total does not check"),
             }
         }
     }

@@ -65,9 +65,9 @@ fn outcome_of(job_id: i64, outcome: Result<CompleteOutcome, StoreError>) -> JobO
             format!("job {job_id}: the identities disagree ({stored} first); an operator must recount it"),
         ),
         Err(error @ (StoreError::StaleToken { .. } | StoreError::RunCancelled(_))) => {
-            (OutcomeStatus::LeaseLost, error.to_string())
+            (OutcomeStatus::LeaseLost, error.report())
         }
-        Err(error) => (OutcomeStatus::Rejected, error.to_string()),
+        Err(error) => (OutcomeStatus::Rejected, error.report()),
     };
     JobOutcome { job_id, status: status as i32, message }
 }
@@ -83,25 +83,38 @@ impl Api {
             return Ok(completions);
         }
         let ids: Vec<i64> = completions.iter().map(|c| c.job_id).collect();
-        let censuses = self.0.store.censuses_of(&ids).await.map_err(status_of)?;
-        let coordinator = self.0.clone();
-        tokio::task::spawn_blocking(move || {
-            for completion in &mut completions {
-                if fraction < 1.0 && rand::random::<f64>() >= fraction {
-                    continue;
+        let censuses = std::sync::Arc::new(self.0.store.censuses_of(&ids).await.map_err(status_of)?);
+        // One blocking task per core: a batch of slow jobs is checked in
+        // parallel, as it was counted.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per_task = completions.len().div_ceil(cores);
+        let mut tasks = Vec::new();
+        while !completions.is_empty() {
+            let mut chunk = completions.split_off(completions.len().saturating_sub(per_task));
+            let (coordinator, censuses) = (self.0.clone(), censuses.clone());
+            tasks.push(tokio::task::spawn_blocking(move || {
+                for completion in &mut chunk {
+                    if fraction < 1.0 && rand::random::<f64>() >= fraction {
+                        continue;
+                    }
+                    let Some(checker) =
+                        censuses.get(&completion.job_id).and_then(|census| coordinator.checker(census))
+                    else {
+                        continue;
+                    };
+                    if let Ok(count) = checker.count(&completion.key) {
+                        completion.checked_count = Some(count);
+                    }
                 }
-                let Some(checker) = censuses.get(&completion.job_id).and_then(|census| coordinator.checker(census))
-                else {
-                    continue;
-                };
-                if let Ok(count) = checker.count(&completion.key) {
-                    completion.checked_count = Some(count);
-                }
-            }
-            completions
-        })
-        .await
-        .map_err(|e| Status::internal(format!("validating results failed: {e}")))
+                chunk
+            }));
+        }
+        let mut checked = Vec::with_capacity(ids.len());
+        // The chunks were split off the end: put them back in order.
+        for task in tasks.into_iter().rev() {
+            checked.extend(task.await.map_err(|e| Status::internal(format!("validating results failed: {e}")))?);
+        }
+        Ok(checked)
     }
 }
 

@@ -238,7 +238,7 @@ pub enum StoreError {
     RunCancelled(RunId),
     #[error("job {job}: count {count} is larger than this database holds (at most {max}; Postgres holds any)")]
     CountTooLarge { job: JobId, count: u128, max: u128 },
-    #[error("the run's results cannot be folded into its answer: {0}")]
+    #[error("the run's results cannot be folded into its answer")]
     Fold(#[source] census_math::census::CensusError),
     #[error("invalid input: {0}")]
     Invalid(String),
@@ -246,9 +246,9 @@ pub enum StoreError {
     TotalMismatch { stored: String, computed: String },
     #[error("the database {url} cannot be opened: {reason}")]
     Connect { url: String, reason: String },
-    #[error("the database is unavailable: {0}")]
+    #[error("the database is unavailable")]
     Unavailable(#[source] sqlx::Error),
-    #[error("database error: {0}")]
+    #[error("database error")]
     Database(#[source] sqlx::Error),
     /// A stored value this code cannot read, or a task that panicked.
     #[error("internal error: {0}")]
@@ -256,6 +256,20 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The error and its sources, one after the other: `database error:
+    /// error returned from database: ...`. (`Display` shows the first only,
+    /// so that `anyhow`'s `{:#}` does not repeat the sources.)
+    pub fn report(&self) -> String {
+        let mut report = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(error) = source {
+            report.push_str(": ");
+            report.push_str(&error.to_string());
+            source = error.source();
+        }
+        report
+    }
+
     /// Whether the same call may succeed later (the database was
     /// unreachable or a transaction lost a race), as opposed to a permanent refusal.
     pub fn is_retryable(&self) -> bool {

@@ -264,7 +264,7 @@ async fn a_forged_job_list_never_folds(store: Arc<dyn JobStore>) {
     let leases = store.lease(Some(run), "w", 100, TTL).await.unwrap();
     let done: Vec<Completion> = leases.iter().map(|l| completion(l, "w", true_count(l))).collect();
     let refused = store.complete_many(&done).await;
-    let message = refused.as_ref().err().map(ToString::to_string).unwrap_or_default();
+    let message = refused.as_ref().err().map(StoreError::report).unwrap_or_default();
     assert!(matches!(refused, Err(StoreError::Fold(_))), "{refused:?}");
     assert!(message.contains(&dropped.key), "{message}");
     let total = store.total(run).await.unwrap();
