@@ -14,35 +14,15 @@ use census_proto::v1::{
     RequeueJobsRequest, RequeueJobsResponse, Run, RunResult, SetRunPriorityRequest, Term, WatchProgressRequest,
     WorkerLine,
 };
-use census_store::{MAX_REDUNDANCY, RunId, RunSummary};
+use census_store::{MAX_REDUNDANCY, RunId};
 use num_bigint::BigUint;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::auth::Need;
+use crate::convert::run_message;
 use crate::limits::{self, MAX_NAME_LEN, MAX_WATCH_INTERVAL_MS};
 use crate::{Api, Coordinator, status_of};
-
-pub(crate) fn run_message(run: RunSummary) -> Run {
-    let (stage, counter) = match run.spec.census.parse() {
-        Ok(Census::Sudoku { stage, counter }) => (stage.name().to_string(), counter.name().to_string()),
-        _ => Default::default(),
-    };
-    Run {
-        run_id: run.run_id,
-        census: run.spec.census,
-        stage,
-        counter,
-        counter_version: run.spec.counter_version,
-        redundancy: run.spec.redundancy,
-        classes: run.classes,
-        jobs_total: run.jobs_total,
-        jobs_done: run.jobs_done,
-        r#final: run.is_final,
-        priority: run.priority,
-        cancelled: run.cancelled,
-    }
-}
 
 fn positive(field: &str, id: i64) -> Result<i64, Status> {
     if id <= 0 {

@@ -6,71 +6,15 @@ use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_server::WorkerService;
 use census_proto::v1::{
     CompleteJobRequest, CompleteJobsRequest, CompleteJobsResponse, FailJobRequest, FailJobResponse, HeartbeatRequest,
-    HeartbeatResponse, Job, JobOutcome, JobResult, LeaseJobsRequest, LeaseJobsResponse,
+    HeartbeatResponse, Job, JobOutcome, LeaseJobsRequest, LeaseJobsResponse,
 };
-use census_store::{CompleteOutcome, Completion, StoreError};
+use census_store::{CompleteOutcome, Completion};
 use tonic::{Request, Response, Status};
 
 use crate::auth::Need;
-use crate::limits::{self, MAX_BATCH, MAX_NAME_LEN, MAX_REASON_LEN, MAX_TOKEN_LEN};
+use crate::convert::{completion_of, job_message, outcome_of};
+use crate::limits::{self, MAX_BATCH, MAX_REASON_LEN, MAX_TOKEN_LEN};
 use crate::{Api, status_of};
-
-/// Checks a reported result's form; the store checks it against the job.
-fn completion_of(worker: &str, result: &JobResult) -> Result<Completion, Status> {
-    let job = result.job_id;
-    if job <= 0 {
-        return Err(Status::invalid_argument(format!("job_id {job} is not a job")));
-    }
-    if result.token.is_empty() {
-        return Err(Status::invalid_argument(format!("job {job}: the lease token is missing")));
-    }
-    limits::bounded("the lease token", &result.token, MAX_TOKEN_LEN)?;
-    limits::bounded("counter_version", &result.counter_version, MAX_NAME_LEN)?;
-    if result.key.is_empty() {
-        return Err(Status::invalid_argument(format!("job {job}: the counted key is missing")));
-    }
-    limits::bounded("key", &result.key, census_store::MAX_KEY_LEN)?;
-    limits::bounded("count", &result.count, 40)?;
-    let count: u128 = result.count.parse().map_err(|_| {
-        Status::invalid_argument(format!("job {job}: count {:?} is not a whole number below 2^128", result.count))
-    })?;
-    let elapsed =
-        limits::elapsed(result.elapsed_seconds).map_err(|e| Status::invalid_argument(format!("job {job}: {e}")))?;
-    Ok(Completion {
-        job_id: job,
-        token: result.token.clone(),
-        worker: worker.to_string(),
-        key: result.key.clone(),
-        counter_version: result.counter_version.clone(),
-        count,
-        elapsed,
-        checked_count: None,
-    })
-}
-
-fn outcome_of(job_id: i64, outcome: Result<CompleteOutcome, StoreError>) -> JobOutcome {
-    let label = match &outcome {
-        Ok(CompleteOutcome::Recorded) => "recorded",
-        Ok(CompleteOutcome::AlreadyDone) => "repeat",
-        Ok(CompleteOutcome::Conflict { .. }) => "conflict",
-        Err(StoreError::StaleToken { .. } | StoreError::RunCancelled(_)) => "stale",
-        Err(_) => "rejected",
-    };
-    metrics::counter!("census_results_total", "outcome" => label).increment(1);
-    let (status, message) = match outcome {
-        Ok(CompleteOutcome::Recorded) => (OutcomeStatus::Recorded, String::new()),
-        Ok(CompleteOutcome::AlreadyDone) => (OutcomeStatus::AlreadyDone, String::new()),
-        Ok(CompleteOutcome::Conflict { stored }) => (
-            OutcomeStatus::Conflict,
-            format!("job {job_id}: the identities disagree ({stored} first); an operator must recount it"),
-        ),
-        Err(error @ (StoreError::StaleToken { .. } | StoreError::RunCancelled(_))) => {
-            (OutcomeStatus::LeaseLost, error.report())
-        }
-        Err(error) => (OutcomeStatus::Rejected, error.report()),
-    };
-    JobOutcome { job_id, status: status as i32, message }
-}
 
 impl Api {
     /// Counts a share of the completions again with their census's
@@ -97,8 +41,7 @@ impl Api {
                     if fraction < 1.0 && rand::random::<f64>() >= fraction {
                         continue;
                     }
-                    let Some(checker) =
-                        censuses.get(&completion.job_id).and_then(|census| coordinator.checker(census))
+                    let Some(checker) = censuses.get(&completion.job_id).and_then(|census| coordinator.checker(census))
                     else {
                         continue;
                     };
@@ -143,17 +86,7 @@ impl WorkerService for Api {
                 .map_err(status_of)?
                 .iter()
                 .all(|r| r.jobs_done == r.jobs_total || r.cancelled);
-        let jobs = leases
-            .into_iter()
-            .map(|lease| Job {
-                job_id: lease.job_id,
-                run_id: lease.run_id,
-                census: lease.census,
-                key: lease.key,
-                token: lease.token,
-                attempt: lease.attempt,
-            })
-            .collect::<Vec<Job>>();
+        let jobs = leases.into_iter().map(job_message).collect::<Vec<Job>>();
         metrics::counter!("census_jobs_leased_total").increment(jobs.len() as u64);
         metrics::histogram!("census_lease_seconds").record(started.elapsed().as_secs_f64());
         Ok(Response::new(LeaseJobsResponse {

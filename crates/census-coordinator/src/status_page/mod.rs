@@ -16,7 +16,8 @@ use axum::routing::get;
 use serde::Serialize;
 
 use crate::auth::Need;
-use crate::{Coordinator, census_api::run_message, status_of};
+use crate::convert::run_message;
+use crate::{Coordinator, status_of};
 
 const PAGE: &str = include_str!("page.html");
 
@@ -33,6 +34,8 @@ struct StatusJson {
 #[derive(Serialize)]
 struct RunJson {
     run_id: i64,
+    census: String,
+    /// Empty for censuses other than the 9x9 count.
     stage: String,
     classes_in_stage: u64,
     counter: String,
@@ -51,6 +54,10 @@ struct RunJson {
     s: String,
     n0: String,
     factorization: String,
+    /// The exact answer once final, and its named terms.
+    answer: String,
+    terms: Vec<(String, String)>,
+    weighted_sum: String,
     quarantined: Vec<String>,
     workers: Vec<WorkerJson>,
     classes: Vec<ClassJson>,
@@ -70,7 +77,10 @@ struct ClassJson {
     class_id: u32,
     representative: String,
     size: u64,
+    weight: String,
     seeds_done: u32,
+    jobs_total: u32,
+    count_sum: String,
     completions: String,
     contribution: String,
     complete: bool,
@@ -112,6 +122,7 @@ async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<St
         let classes_total = lines.len();
         runs.push(RunJson {
             run_id: run.run_id,
+            census: run.census,
             stage: run.stage,
             classes_in_stage: run.classes,
             counter: run.counter,
@@ -130,6 +141,9 @@ async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<St
             s: result.s,
             n0: result.n0,
             factorization: result.factorization,
+            answer: result.answer,
+            terms: result.terms.into_iter().map(|term| (term.name, term.value)).collect(),
+            weighted_sum: result.weighted_sum,
             quarantined: progress.quarantined,
             workers: progress
                 .workers
@@ -148,7 +162,10 @@ async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<St
                     class_id: c.class_id,
                     representative: c.representative,
                     size: c.size,
+                    weight: c.weight,
                     seeds_done: c.seeds_done,
+                    jobs_total: c.jobs_total,
+                    count_sum: c.seed_sum,
                     completions: c.completions,
                     contribution: c.contribution,
                     complete: c.complete,

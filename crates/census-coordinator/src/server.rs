@@ -1,0 +1,109 @@
+//! Serving: the gRPC server (TLS, health, reflection, the two services),
+//! the status page's HTTP server, and the background tasks that keep health
+//! and the job gauges true. Tower layers and server options go here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use census_proto::v1::census_service_server::CensusServiceServer;
+use census_proto::v1::worker_service_server::WorkerServiceServer;
+use census_store::JobStore;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+
+use crate::{Api, Coordinator, status_page};
+
+impl Coordinator {
+    /// Serves every service on `listener` until `shutdown` completes.
+    /// Health is NOT_SERVING while the database does not answer.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let (reporter, health) = tonic_health::server::health_reporter();
+        let watcher = tokio::spawn(watch_database(self.store.clone(), reporter));
+        let gauges = tokio::spawn(publish_job_gauges(self.store.clone()));
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(census_proto::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = &self.config.tls {
+            let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.certificate_pem, &tls.key_pem));
+            if let Some(ca) = &tls.client_ca_pem {
+                config = config.client_ca_root(Certificate::from_pem(ca));
+            }
+            builder = builder.tls_config(config)?;
+        }
+        let api = Api(self);
+        let served = builder
+            .add_service(health)
+            .add_service(reflection)
+            .add_service(WorkerServiceServer::new(api.clone()))
+            .add_service(CensusServiceServer::new(api))
+            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+            .await;
+        watcher.abort();
+        gauges.abort();
+        served?;
+        Ok(())
+    }
+
+    /// Serves the live status page (`/`) and its JSON (`/api/status`) over
+    /// HTTP on `listener` until `shutdown` completes.
+    pub async fn serve_status_page(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, status_page::router(self)).with_graceful_shutdown(shutdown).await
+    }
+}
+
+/// Keeps the health service true: SERVING while the database answers,
+/// NOT_SERVING while it does not, checked every two seconds.
+async fn watch_database(store: Arc<dyn JobStore>, reporter: tonic_health::server::HealthReporter) {
+    let mut serving = None;
+    loop {
+        let up = matches!(tokio::time::timeout(Duration::from_secs(6), store.ping()).await, Ok(Ok(())));
+        if serving != Some(up) {
+            let status =
+                if up { tonic_health::ServingStatus::Serving } else { tonic_health::ServingStatus::NotServing };
+            reporter.set_service_status("", status).await;
+            reporter.set_service_status("census.v1.WorkerService", status).await;
+            reporter.set_service_status("census.v1.CensusService", status).await;
+            if up {
+                tracing::info!("the database answers: serving");
+            } else {
+                tracing::error!("the database does not answer: health is NOT_SERVING");
+            }
+            serving = Some(up);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Publishes the jobs of the most recent runs by state, as gauges for
+/// Prometheus (`census_jobs{run, state}`), every few seconds. Without a
+/// metrics exporter installed the gauges go nowhere.
+async fn publish_job_gauges(store: Arc<dyn JobStore>) {
+    const RECENT_RUNS: usize = 20;
+    loop {
+        if let Ok(runs) = store.list_runs().await {
+            for run in runs.iter().rev().take(RECENT_RUNS) {
+                let Ok(progress) = store.progress(run.run_id).await else { continue };
+                let id = run.run_id.to_string();
+                for (state, jobs) in [
+                    ("pending", progress.pending),
+                    ("leased", progress.leased),
+                    ("done", progress.done),
+                    ("failed", progress.failed),
+                ] {
+                    metrics::gauge!("census_jobs", "run" => id.clone(), "state" => state).set(jobs as f64);
+                }
+                metrics::gauge!("census_conflicts", "run" => id.clone()).set(progress.conflicts as f64);
+                metrics::gauge!("census_rejected_results", "run" => id).set(progress.rejected as f64);
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
