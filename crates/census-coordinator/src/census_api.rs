@@ -62,6 +62,7 @@ impl Coordinator {
     /// A run's classes with their sums so far.
     pub(crate) async fn class_lines(&self, run: RunId) -> Result<Vec<ClassLine>, Status> {
         let census: Option<Census> = self.store.run(run).await.map_err(status_of)?.spec.census.parse().ok();
+        let power = census.map_or(1, |census| census.class_power());
         let classes = self.store.class_totals(run).await.map_err(status_of)?;
         Ok(classes
             .into_iter()
@@ -76,7 +77,7 @@ impl Coordinator {
                     .and_then(|census| census.group_completions(&class.count_sum))
                     .map(|n| n.to_string())
                     .unwrap_or_default(),
-                contribution: (&class.count_sum * class.weight).to_string(),
+                contribution: (class.count_sum.pow(power) * class.weight).to_string(),
                 seed_sum: class.count_sum.to_string(),
                 representative: class.label,
             })

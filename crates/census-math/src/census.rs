@@ -211,6 +211,18 @@ impl Census {
         }
     }
 
+    /// How a class's count sum enters the answer: a class contributes
+    /// weight x (count sum)^power. 1 for the 9x9 count (size x seed sum)
+    /// and the essentially different grids (class size x fixed count), 2
+    /// for box shapes (weight x F(S)^2: a class's parts add up to F(S)
+    /// first). The store's audit view shows each class's contribution so.
+    pub fn class_power(&self) -> u32 {
+        match self {
+            Census::Shape { .. } => 2,
+            _ => 1,
+        }
+    }
+
     /// A counter that checks a worker's result: for the 9x9 count the
     /// column-sets counter (independent of `banded` and `enumerate`), for the
     /// other kinds their one counter.

@@ -213,7 +213,8 @@ pub struct RunTotal {
     pub run_id: RunId,
     pub census: String,
     pub is_final: bool,
-    /// Sum over classes of weight x count sum, so far (for the 9x9 count, S).
+    /// Sum over classes of weight x (count sum)^p, so far: p = 1 (for the
+    /// 9x9 count this is S), or 2 for box shapes (then it is the answer).
     pub weighted_sum: BigUint,
     /// The census's exact answer, once final (folded by `census_math`).
     pub answer: Option<BigUint>,

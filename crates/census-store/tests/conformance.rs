@@ -244,10 +244,11 @@ async fn bad_input_gets_a_typed_error(store: Arc<dyn JobStore>) {
         (vec![job("a", "g", 0)], "weight 0"),
         (vec![job("", "g", 1)], "job key"),
         (vec![job(&"k".repeat(201), "g", 1)], "job key"),
+        (vec![job("a", "g", 1)], "cannot be folded"),
     ] {
         let refused = store.create_run(&custom, &bad).await;
-        let message = refused.as_ref().unwrap_err().to_string();
-        assert!(matches!(refused, Err(StoreError::Invalid(_))), "{message}");
+        let message = refused.as_ref().unwrap_err().report();
+        assert!(matches!(refused, Err(StoreError::Invalid(_) | StoreError::Fold(_))), "{message}");
         assert!(message.contains(says), "{says}: {message}");
     }
     // Nothing stored was touched by the refusals.

@@ -293,6 +293,25 @@ fn a_postgres_cluster_counts_the_essentially_different_grids() {
     assert_eq!(cluster.sql("SELECT count_sum FROM group_totals WHERE label = 'class 0'"), "18383222420692992");
     assert_counted_once(&cluster, 282);
     assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
+
+    // A third kind on the same cluster: 2x4 boxes, submitted to the running
+    // coordinator. Its classes contribute weight x F(S)^2 in the audit view.
+    let output = census()
+        .args(["submit", "--coordinator", &cluster.address, "--census", "shape boxes=2x4", "--token-file"])
+        .arg(cluster.operator_token())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(wait_with_timeout(&mut cluster.worker("three"), Duration::from_secs(120)).success());
+    let status = cluster.status_json();
+    assert_eq!((status["census"].as_str(), status["final"].as_bool()), (Some("shape boxes=2x4"), Some(true)));
+    assert_eq!(status["answer"], "29136487207403520", "the published count of 8x8 grids with 2x4 boxes");
+    assert_eq!(cluster.sql("SELECT SUM(contribution) FROM group_totals WHERE run_id = 2"), "29136487207403520");
+    assert_eq!(
+        cluster.sql("SELECT weight || ' ' || count_sum || ' ' || contribution FROM group_totals WHERE run_id = 2 AND class_id = 0"),
+        "560 331776 61642175938560",
+        "class 0: weight 560, F = 331,776, contribution 560 x F^2"
+    );
 }
 
 #[test]

@@ -122,6 +122,8 @@ impl SqlStore {
                 return Err(StoreError::Invalid(format!("class {:?} is given two weights", job.group)));
             }
         }
+        // A census that cannot be read could never fold an answer.
+        spec.census.parse::<census_math::census::Census>().map_err(StoreError::Fold)?;
         Ok(())
     }
 
@@ -155,15 +157,17 @@ impl SqlStore {
 
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
+        let class_power = spec.census.parse::<census_math::census::Census>().map_err(StoreError::Fold)?.class_power();
         let inserted = sqlx::query(
-            "INSERT INTO runs (census, counter_version, redundancy, jobs_total, jobs_remaining, created_at)
-             VALUES ($1, $2, $3, $4, $4, $5) RETURNING id",
+            "INSERT INTO runs (census, counter_version, redundancy, jobs_total, jobs_remaining, created_at, class_power)
+             VALUES ($1, $2, $3, $4, $4, $5, $6) RETURNING id",
         )
         .bind(&spec.census)
         .bind(&spec.counter_version)
         .bind(i64::from(spec.redundancy))
         .bind(jobs.len() as i64)
         .bind(now)
+        .bind(i64::from(class_power))
         .fetch_one(&mut *tx)
         .await;
         let run: RunId = match inserted {

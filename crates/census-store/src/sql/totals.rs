@@ -11,14 +11,14 @@ use num_bigint::BigUint;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{SqlStore, now_ms, parse_big, parse_count};
+use super::{Backend, SqlStore, now_ms, parse_big, parse_count};
 use crate::{ClassTotal, JobSpec, Progress, RunId, RunTotal, StoreError, WorkerProgress};
 
 /// A run's answer, folded from its jobs' counts, with the sums the
 /// database must agree with.
 struct Folded {
     answer: Answer,
-    /// Sum over jobs of weight x count.
+    /// Sum over classes of weight x (count sum)^class_power.
     weighted_sum: BigUint,
     /// Per class label: the sum of its jobs' counts.
     class_sums: BTreeMap<String, BigUint>,
@@ -26,6 +26,11 @@ struct Folded {
 
 /// The columns [`SqlStore::fold_rows`] reads, for the job rows it is given.
 const JOB_COLUMNS: &str = "j.key, c.label, CAST(c.weight AS TEXT), CAST(j.count AS TEXT)";
+
+/// What a class adds to the weighted sum: weight x (count sum)^power.
+fn contribution(weight: u128, count_sum: &BigUint, power: u32) -> BigUint {
+    BigUint::from(weight) * count_sum.pow(power)
+}
 
 impl SqlStore {
     /// The census's own jobs, built once per census (the 9x9 catalogue
@@ -59,12 +64,16 @@ impl SqlStore {
         }
         tokio::task::spawn_blocking(move || {
             let answer = census.fold_against(&expected, &jobs, &counts).map_err(StoreError::Fold)?;
-            let mut weighted_sum = BigUint::default();
             let mut class_sums: BTreeMap<String, BigUint> = BTreeMap::new();
+            let mut weights: BTreeMap<&str, u128> = BTreeMap::new();
             for (job, &count) in jobs.iter().zip(&counts) {
-                weighted_sum += BigUint::from(job.weight) * count;
                 *class_sums.entry(job.group.clone()).or_default() += count;
+                weights.insert(&job.group, job.weight);
             }
+            let weighted_sum = class_sums
+                .iter()
+                .map(|(label, sum)| contribution(weights[label.as_str()], sum, census.class_power()))
+                .sum();
             Ok(Folded { answer, weighted_sum, class_sums })
         })
         .await
@@ -145,16 +154,21 @@ impl SqlStore {
                 });
             }
         }
-        let in_sql = sqlx::query("SELECT CAST(SUM(weight * count_sum) AS TEXT) FROM classes WHERE run_id = $1")
-            .bind(run)
-            .fetch_one(&mut **tx)
-            .await?;
-        let sql_sum = parse_big(&in_sql.try_get::<String, _>(0)?)?;
-        if sql_sum != folded.weighted_sum {
-            return Err(StoreError::TotalMismatch {
-                stored: format!("weighted sum {sql_sum}"),
-                computed: folded.weighted_sum.to_string(),
-            });
+        // Postgres sums the contributions exactly (NUMERIC); SQLite's
+        // 64-bit integers would overflow for big censuses, so there the
+        // class sums above are the check.
+        if self.backend == Backend::Postgres {
+            let in_sql = sqlx::query("SELECT CAST(SUM(contribution) AS TEXT) FROM group_totals WHERE run_id = $1")
+                .bind(run)
+                .fetch_one(&mut **tx)
+                .await?;
+            let sql_sum = parse_big(&in_sql.try_get::<String, _>(0)?)?;
+            if sql_sum != folded.weighted_sum {
+                return Err(StoreError::TotalMismatch {
+                    stored: format!("weighted sum {sql_sum}"),
+                    computed: folded.weighted_sum.to_string(),
+                });
+            }
         }
         let update = format!(
             "UPDATE runs SET finished_at = $1, weighted_sum = {}, answer = {} WHERE id = $4",
@@ -243,7 +257,13 @@ impl SqlStore {
                 terms: folded.answer.terms,
             });
         }
-        let weighted_sum = self.read_class_totals(run).await?.iter().map(|class| class.weight * &class.count_sum).sum();
+        let power = census.parse::<Census>().map_or(1, |census| census.class_power());
+        let weighted_sum = self
+            .read_class_totals(run)
+            .await?
+            .iter()
+            .map(|class| contribution(class.weight, &class.count_sum, power))
+            .sum();
         Ok(RunTotal { run_id: run, census, is_final: false, weighted_sum, answer: None, terms: Vec::new() })
     }
 

@@ -40,10 +40,17 @@ pub fn true_count(lease: &Lease) -> u128 {
     counter.count(&lease.key).unwrap()
 }
 
-/// Sum over jobs of weight x true count: the run's weighted sum.
+/// Sum over classes of weight x (true count sum)^class_power: the run's
+/// weighted sum.
 pub fn weighted_sum(text: &str) -> num_bigint::BigUint {
-    let counter = census(text).job_counter();
-    jobs(text).iter().map(|job| num_bigint::BigUint::from(job.weight) * counter.count(&job.key).unwrap()).sum()
+    let census = census(text);
+    let counter = census.job_counter();
+    let mut classes: HashMap<String, (u128, num_bigint::BigUint)> = HashMap::new();
+    for job in jobs(text) {
+        let class = classes.entry(job.group.clone()).or_insert((job.weight, Default::default()));
+        class.1 += counter.count(&job.key).unwrap();
+    }
+    classes.values().map(|(weight, sum)| num_bigint::BigUint::from(*weight) * sum.pow(census.class_power())).sum()
 }
 
 /// A report of `count` for the job of `lease`, with no independent check
