@@ -19,6 +19,9 @@ ALTER TABLE runs ADD UNIQUE (census, counter_version, redundancy);
 ALTER TABLE runs RENAME COLUMN s TO weighted_sum;
 ALTER TABLE runs RENAME COLUMN n0 TO answer;
 ALTER TABLE runs ALTER COLUMN counted TYPE NUMERIC;
+-- How a class's count sum enters the answer (Census::class_power): a class
+-- contributes weight x (count sum)^class_power; 2 for box shapes.
+ALTER TABLE runs ADD COLUMN class_power BIGINT NOT NULL DEFAULT 1 CHECK (class_power IN (1, 2));
 
 ALTER TABLE classes RENAME COLUMN representative TO label;
 ALTER TABLE classes DROP CONSTRAINT classes_representative_check;
@@ -55,7 +58,9 @@ SELECT c.run_id,
        c.jobs_total,
        c.jobs_done,
        c.count_sum,
-       c.weight * c.count_sum      AS contribution,
+       -- What the class adds to the answer: weight x (count sum)^class_power.
+       CASE WHEN r.class_power = 2 THEN c.weight * c.count_sum * c.count_sum
+            ELSE c.weight * c.count_sum END AS contribution,
        c.jobs_done = c.jobs_total  AS complete
 FROM classes c JOIN runs r ON r.id = c.run_id;
 

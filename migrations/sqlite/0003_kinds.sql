@@ -31,6 +31,9 @@ CREATE TABLE runs_v3 (
     answer          TEXT,                            -- the census's exact answer (9x9: N0), decimal
     priority        INTEGER NOT NULL DEFAULT 0,
     cancelled_at    INTEGER,
+    -- How a class's count sum enters the answer (Census::class_power): a
+    -- class contributes weight x (count sum)^class_power; 2 for box shapes.
+    class_power     INTEGER NOT NULL DEFAULT 1 CHECK (class_power IN (1, 2)),
     UNIQUE (census, counter_version, redundancy)
 );
 INSERT INTO runs_v3 (id, census, counter_version, redundancy, jobs_total, jobs_remaining, open_conflicts,
@@ -106,7 +109,9 @@ SELECT c.run_id,
        c.jobs_total,
        c.jobs_done,
        c.count_sum,
-       c.weight * c.count_sum      AS contribution,
+       -- What the class adds to the answer: weight x (count sum)^class_power.
+       CASE WHEN r.class_power = 2 THEN c.weight * c.count_sum * c.count_sum
+            ELSE c.weight * c.count_sum END AS contribution,
        c.jobs_done = c.jobs_total  AS complete
 FROM classes c JOIN runs r ON r.id = c.run_id;
 
