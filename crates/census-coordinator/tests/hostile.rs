@@ -409,6 +409,19 @@ async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
         let outcome = complete(&mut client, vec![garbled]).await.remove(0);
         assert_eq!(outcome.status, Outcome::Rejected as i32, "{bad:?}: {outcome:?}");
     }
+    // A key that is missing, huge, or another census's is refused, never
+    // counted (once a wrong report released the lease, the rest are stale).
+    for bad in [String::new(), "k".repeat(1 << 20), "essentially-different".into(), "ed1 identity".into()] {
+        let mut foreign = report(&job, true_count(&job));
+        foreign.key = bad.clone();
+        let outcome = complete(&mut client, vec![foreign]).await.remove(0);
+        assert!(
+            [Outcome::Rejected as i32, Outcome::LeaseLost as i32].contains(&outcome.status),
+            "{:?}: {outcome:?}",
+            &bad[..bad.len().min(30)]
+        );
+    }
+    assert_eq!(h.progress(run).await.done, 0, "none of them was counted");
     let long_reason = one_off(
         client
             .fail_job(FailJobRequest {
