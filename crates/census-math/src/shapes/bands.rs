@@ -16,14 +16,27 @@
 //! ```
 //!
 //! (the first a rows are a decomposition of K, the others one of the rest,
-//! each with column 0 fixed). With a = 2 (see `split`) the rows fall into
-//! 2-factors: 2 x 4 needs only cycle counts, 2 x 5 a 2-factor, a perfect
-//! matching and another 2-factor, 2 x 6 three 2-factors. The base cases are
-//! P_1 = 1 and P_2(G) = 2^(cycles - 1): each even cycle alternates its two
-//! rows in two ways, except column 0's, which is fixed.
+//! each with column 0 fixed). Applied again to the rest, this cuts the rows
+//! into blocks of one or two rows: 1 + 1 for 2 x 2, 1 + 2, 2 + 2, 1 + 2 + 2
+//! for 2 x 5 and 2 + 2 + 2 for 2 x 6 (see `split`). A 1-row block is a
+//! perfect matching and P_1 = 1; a 2-row block is a 2-factor and
+//! P_2 = 2^(cycles - 1): each even cycle alternates its two rows in two
+//! ways, except column 0's, which is fixed. So F is c! times a sum over
+//! the ways to cut G into the blocks' factors of 2^(sum of cycles - 1).
 //!
-//! Peeling one row at a time (a = 1 throughout) visits each 2-factor once
-//! per ordering of its rows; taking 2-factors whole visits it once.
+//! How that sum is searched, and what each step bought (BENCHMARKS.md):
+//!
+//! - Blocks of two rows, not halves: each leaf stands for 2^(cycles - 1)
+//!   decompositions at once, so there are fewer leaves than with 3 + 3.
+//! - Cycles are counted as they close (`Walk`): each path of a block's
+//!   edges knows its two ends, so an edge closes a cycle exactly when it
+//!   joins the two ends of one path, and a leaf does not walk a graph.
+//! - Columns are searched in an order where each next column's digits have
+//!   been seen most (`Level::new`): digits run out of columns early, so a
+//!   digit that must take a block's edge now is forced early and few
+//!   branches die late. This halved the time on its own.
+//! - For 2 x 5, 1 + (2 + 2) rather than 2 + (1 + 2): the inner 2 + 2
+//!   search has forced choices on both sides.
 
 use super::classes::ColumnSets;
 use super::{MAX_C, ShapeError};
@@ -43,26 +56,18 @@ type Columns = [u16; MAX_COLS];
 /// ```
 pub fn band_count(sets: &ColumnSets) -> u128 {
     let (cols, n) = graph(sets);
-    let k = sets.c();
-    let mut sum = 0u128;
-    top_factors(&cols, n, k, &[], &mut |factor, rest| {
-        sum += fixed(factor, n, split(k)) * fixed(rest, n, k - split(k));
-    });
-    factorial(k) * sum
-}
-
-fn factorial(k: usize) -> u128 {
-    (1..=k as u128).product()
+    Decomposer::new(sets.c(), &[]).count(&cols, n)
 }
 
 /// How many leading columns a part fixes: a part is the set of top-level
 /// factors K that agree with a given choice on columns 0..PART_COLUMNS.
 pub const PART_COLUMNS: usize = 2;
 
-/// The parts F(S) splits into: every choice of the top-level factor K (the
-/// first a rows' digits, a = 2 from c = 4 on, else 1) on the first [`PART_COLUMNS`] columns, as one
-/// digit mask per column, that passes the degree checks. F(S) is the sum of
-/// [`part_count`] over them; some parts may count 0.
+/// The parts F(S) splits into: every choice of the first block's factor K
+/// (the first a rows' digits, a = 2 for c = 4 and 6, else 1, see `split`)
+/// on the first [`PART_COLUMNS`] columns, as one digit mask per column,
+/// that passes the degree checks. F(S) is the sum of [`part_count`] over
+/// them; some parts may count 0.
 pub fn parts(sets: &ColumnSets) -> Vec<Vec<u16>> {
     prefixes(sets, PART_COLUMNS)
 }
@@ -78,7 +83,7 @@ pub fn prefixes(sets: &ColumnSets, columns: usize) -> Vec<Vec<u16>> {
     found
 }
 
-/// One part of F(S): the bands whose first a rows (a = 2 from c = 4 on,
+/// One part of F(S): the bands whose first a rows (a = 2 for c = 4 and 6,
 /// else 1) take, in column i < `prefix.len()`, exactly the digits
 /// `prefix[i]`, counted with column 0 fixed and multiplied by c! (so
 /// `prefix[0]` must be column 0's a smallest digits, and the parts of all
@@ -109,11 +114,7 @@ pub fn part_count(sets: &ColumnSets, prefix: &[u16]) -> Result<u128, ShapeError>
     if let Some(d) = load.iter().position(|&l| l > a) {
         return Err(ShapeError::BadPart { reason: format!("digit {d} is taken more than {a} times") });
     }
-    let mut sum = 0u128;
-    top_factors(&cols, n, k, prefix, &mut |factor, rest| {
-        sum += fixed(factor, n, split(k)) * fixed(rest, n, k - split(k));
-    });
-    Ok(factorial(k) * sum)
+    Ok(Decomposer::new(k, prefix).count(&cols, n))
 }
 
 fn graph(sets: &ColumnSets) -> (Columns, usize) {
@@ -123,25 +124,12 @@ fn graph(sets: &ColumnSets) -> (Columns, usize) {
     (cols, listed.len())
 }
 
-/// Visits every split(c)-factor K of the whole graph that takes column 0's
-/// split(c) smallest digits and starts with `prefix`, with K and G - K.
-fn top_factors(cols: &Columns, n: usize, k: usize, prefix: &[u16], visit: &mut impl FnMut(&Columns, &Columns)) {
-    let mut search = FactorSearch::new(cols, n, split(k));
-    for (i, &mask) in prefix.iter().enumerate() {
-        search.take(i, mask);
-    }
-    search.run(prefix.len(), visit);
-}
-
-/// How many of k rows the first factor takes: 2 from k = 4 on (so a band
-/// splits into 2-factors, each weighing 2^(cycles - 1) at once), else 1.
-///
-/// Every leaf of the search is one way of cutting the rows into blocks, and
-/// each 2-row block stands for 2^(cycles - 1) decompositions; so the more
-/// 2-row blocks, the fewer leaves: 2 + 2 + 2 for 2 x 6 has fewer leaves
-/// than 3 + 3 (measured: BENCHMARKS.md).
+/// How many of k rows the first block takes, the block a part fixes: 2
+/// for k = 4 and 6 (the rows then fall into 2-factors, each weighing
+/// 2^(cycles - 1) at once), else 1 (a perfect matching, leaving an even
+/// number of rows).
 fn split(k: usize) -> usize {
-    if k >= 4 { 2 } else { 1 }
+    if k >= 4 && k.is_multiple_of(2) { 2 } else { 1 }
 }
 
 /// The `a` lowest bits of `mask`.
@@ -153,46 +141,239 @@ fn lowest(mask: u16, a: u32) -> u16 {
     mask & !rest
 }
 
-/// P_k: the decompositions of a k-regular graph in which row r takes column
-/// 0's r-th smallest digit, i.e. F_k / k!.
-fn fixed(cols: &Columns, n: usize, k: usize) -> u128 {
-    match k {
-        0 | 1 => 1,
-        2 => 1u128 << (cycles(cols, n) - 1),
-        3 => {
-            // a = 1: the factors are perfect matchings; a plain search over
-            // columns is several times faster than the general one.
-            let first = lowest(cols[0], 1);
-            let mut rest = *cols;
-            rest[0] &= !first;
-            matchings3(cols, n, 1, first, &mut rest)
+/// Counts c! x P_c(G) by cutting the rows into blocks of two (one where the
+/// count is odd, and the first block of one row below c = 4, see `split`):
+/// each level is a depth-first search, column by column, for the a-factors
+/// of what the levels above left (a = the block's rows) through column 0's
+/// a smallest digits; when what is left is one last block of one or two
+/// rows, a leaf only tallies its weight, the product of 2^(cycles - 1) over
+/// the 2-row blocks. Cycles are counted as they close (see [`Walk`]), so no
+/// leaf walks a graph.
+struct Decomposer<'p> {
+    c: usize,
+    prefix: &'p [u16],
+    /// Leaves by the exponent of their weight.
+    tally: [u64; 4 * MAX_C],
+}
+
+impl<'p> Decomposer<'p> {
+    fn new(c: usize, prefix: &'p [u16]) -> Self {
+        Decomposer { c, prefix, tally: [0; 4 * MAX_C] }
+    }
+
+    fn count(mut self, cols: &Columns, n: usize) -> u128 {
+        let (prefix, tally) = (self.prefix, &mut self.tally);
+        let start = Walk::start();
+        // The blocks, as (rows of the first, rows after it): 1 + 1, 1 + 2,
+        // 2 + 2, 1 + (2 + 2), 2 + (2 + 2); `split` names the first.
+        match self.c {
+            2 => Level::<1, 1>::new(cols, n, prefix).search(0, start, 0, tally),
+            3 => Level::<1, 2>::new(cols, n, prefix).search(0, start, 0, tally),
+            4 => Level::<2, 2>::new(cols, n, prefix).search(0, start, 0, tally),
+            5 => Level::<1, 4>::new(cols, n, prefix).search(0, start, 0, tally),
+            _ => Level::<2, 4>::new(cols, n, prefix).search(0, start, 0, tally),
         }
-        _ => {
-            let a = split(k);
-            let mut sum = 0u128;
-            let mut search = FactorSearch::new(cols, n, a);
-            search.run(0, &mut |factor, rest| sum += fixed(factor, n, a) * fixed(rest, n, k - a));
-            sum
-        }
+        let sum: u128 = self.tally.iter().enumerate().map(|(e, &leaves)| u128::from(leaves) << e).sum();
+        let factorial: u128 = (1..=self.c as u128).product();
+        factorial * sum
     }
 }
 
-/// P_3 below column `i`: the sum of P_2(G - M) over the perfect matchings
-/// M that agree with the digits taken so far (`used`, removed from `rest`).
-fn matchings3(cols: &Columns, n: usize, i: usize, used: u16, rest: &mut Columns) -> u128 {
-    if i == n {
-        return 1u128 << (cycles(rest, n) - 1);
+/// One level of the search: the A-factors of an (A + LEFT)-regular graph
+/// (constants, so each level's search is compiled for its block sizes).
+struct Level<'p, const A: u32, const LEFT: u32> {
+    cols: Columns,
+    n: usize,
+    /// Per column: its digits in no later column, and in exactly one.
+    last: Columns,
+    next_to_last: Columns,
+    /// The factor's digits in the first `prefix.len()` columns (a part).
+    prefix: &'p [u16],
+    /// The factor's digits per column, set on the way down.
+    chosen: Columns,
+}
+
+/// A search's position: loads of the digits in this level's factor and
+/// the paths of the 2-row blocks it tracks. `Copy`, passed down by value.
+#[derive(Clone, Copy)]
+struct Walk {
+    /// Digits with the factor's a edges all placed, and (a = 2) with one.
+    full: u16,
+    half: u16,
+    /// For a digit at the end of a path of the factor's edges (a = 2), the
+    /// digit at the other end; an untouched digit is its own end. Closing a
+    /// cycle is then one comparison, not a walk.
+    own: [u8; MAX_COLS],
+    /// The same for the last block, what the factor leaves, when that is
+    /// a 2-factor.
+    rest: [u8; MAX_COLS],
+    cycles: u32,
+}
+
+impl Walk {
+    fn start() -> Walk {
+        let alone = std::array::from_fn(|d| d as u8);
+        Walk { full: 0, half: 0, own: alone, rest: alone, cycles: 0 }
     }
-    let mut sum = 0;
-    let mut free = cols[i] & !used;
-    while free != 0 {
-        let bit = free & free.wrapping_neg();
-        free &= free - 1;
-        rest[i] = cols[i] & !bit;
-        sum += matchings3(cols, n, i + 1, used | bit, rest);
+}
+
+/// Joins x and y in a path structure (see [`Walk::own`]); true when the
+/// edge closes a cycle.
+fn link(ends: &mut [u8; MAX_COLS], x: usize, y: usize) -> bool {
+    if ends[x] as usize == y {
+        return true;
     }
-    rest[i] = cols[i];
-    sum
+    let (ex, ey) = (ends[x], ends[y]);
+    ends[ex as usize] = ey;
+    ends[ey as usize] = ex;
+    false
+}
+
+/// The two digits of a 2-digit mask.
+fn pair(mask: u16) -> (usize, usize) {
+    (mask.trailing_zeros() as usize, (mask & (mask - 1)).trailing_zeros() as usize)
+}
+
+impl<'p, const A: u32, const LEFT: u32> Level<'p, A, LEFT> {
+    fn new(cols: &Columns, n: usize, prefix: &'p [u16]) -> Self {
+        // Column 0 and a part's columns stay first; then, greedily, the
+        // column sharing most digits with those before it, so digits run
+        // out of columns early and the forced choices prune early.
+        let mut cols = *cols;
+        let mut times = [0u32; MAX_COLS];
+        for i in 0..n {
+            if i > prefix.len().max(1) - 1 {
+                let score = |j: usize| {
+                    (0..MAX_COLS).filter(|&d| cols[j] >> d & 1 == 1).map(|d| times[d] * times[d]).sum::<u32>()
+                };
+                let best = (i..n).max_by_key(|&j| (score(j), std::cmp::Reverse(j))).unwrap();
+                cols.swap(i, best);
+            }
+            for (d, t) in times.iter_mut().enumerate() {
+                *t += u32::from(cols[i] >> d & 1 == 1);
+            }
+        }
+        let cols = &cols;
+        let (mut last, mut next_to_last) = ([0u16; MAX_COLS], [0u16; MAX_COLS]);
+        let (mut once, mut twice) = (0u16, 0u16);
+        for i in (0..n).rev() {
+            last[i] = cols[i] & !once;
+            next_to_last[i] = cols[i] & once & !twice;
+            twice |= once & cols[i];
+            once |= cols[i];
+        }
+        Level { cols: *cols, n, last, next_to_last, prefix, chosen: [0; MAX_COLS] }
+    }
+
+    fn search(&mut self, i: usize, at: Walk, base: u32, tally: &mut [u64; 4 * MAX_C]) {
+        if i == self.n {
+            // Each 2-row block weighs 2^(cycles - 1).
+            let exponent = base + at.cycles - u32::from(A == 2) - u32::from(LEFT == 2);
+            if LEFT <= 2 {
+                tally[exponent as usize] += 1;
+                return;
+            }
+            let mut rest = self.cols;
+            for (r, &taken) in rest.iter_mut().zip(&self.chosen) {
+                *r &= !taken;
+            }
+            // Only 4 rows are ever left for another level: 2 + 2.
+            Level::<2, 2>::new(&rest, self.n, &[]).search(0, Walk::start(), exponent, tally);
+            return;
+        }
+        let cols = self.cols[i];
+        let allowed = cols & !at.full;
+        let untouched = allowed & !at.half;
+        let forced = if A == 1 {
+            allowed & self.last[i]
+        } else {
+            (untouched & (self.last[i] | self.next_to_last[i])) | (at.half & self.last[i])
+        };
+        if i == 0 || i < self.prefix.len() {
+            let mask = if i == 0 { lowest(cols, A) } else { self.prefix[i] };
+            if mask & !allowed != 0 || forced & !mask != 0 {
+                return;
+            }
+            if i == 0 && self.prefix.first().is_some_and(|&first| first != mask) {
+                return;
+            }
+            self.take(i, mask, at, base, tally);
+            return;
+        }
+        if i + 1 == self.n && LEFT <= 2 {
+            // The last column takes every digit the factor still needs, so
+            // count the leaf here instead of one call further down.
+            if allowed.count_ones() == A && forced & !allowed == 0 {
+                self.finish(i, allowed, at, base, tally);
+            }
+            return;
+        }
+        let want = A as i32 - forced.count_ones() as i32;
+        let free = allowed & !forced;
+        if want < 0 || (free.count_ones() as i32) < want {
+            return;
+        }
+        match want {
+            0 => self.take(i, forced, at, base, tally),
+            1 => {
+                let mut bits = free;
+                while bits != 0 {
+                    let bit = bits & bits.wrapping_neg();
+                    bits &= bits - 1;
+                    self.take(i, forced | bit, at, base, tally);
+                }
+            }
+            _ => {
+                let mut first_bits = free;
+                while first_bits != 0 {
+                    let first = first_bits & first_bits.wrapping_neg();
+                    first_bits &= first_bits - 1;
+                    let mut second_bits = first_bits;
+                    while second_bits != 0 {
+                        let second = second_bits & second_bits.wrapping_neg();
+                        second_bits &= second_bits - 1;
+                        self.take(i, first | second, at, base, tally);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The last column's `mask` completes a leaf: tally its weight.
+    fn finish(&self, i: usize, mask: u16, at: Walk, base: u32, tally: &mut [u64; 4 * MAX_C]) {
+        let mut at = at;
+        let mut cycles = at.cycles;
+        if A == 2 {
+            let (x, y) = pair(mask);
+            cycles += u32::from(link(&mut at.own, x, y));
+        }
+        if LEFT == 2 {
+            let (x, y) = pair(self.cols[i] & !mask);
+            cycles += u32::from(link(&mut at.rest, x, y));
+        }
+        let exponent = base + cycles - u32::from(A == 2) - u32::from(LEFT == 2);
+        tally[exponent as usize] += 1;
+    }
+
+    /// Column i gives `mask` to the factor and the rest of its digits to
+    /// what is left.
+    fn take(&mut self, i: usize, mask: u16, at: Walk, base: u32, tally: &mut [u64; 4 * MAX_C]) {
+        let mut next = at;
+        if A == 1 {
+            next.full |= mask;
+        } else {
+            next.full |= mask & at.half;
+            next.half ^= mask;
+            let (x, y) = pair(mask);
+            next.cycles += u32::from(link(&mut next.own, x, y));
+        }
+        if LEFT == 2 {
+            let (x, y) = pair(self.cols[i] & !mask);
+            next.cycles += u32::from(link(&mut next.rest, x, y));
+        }
+        self.chosen[i] = mask;
+        self.search(i + 1, next, base, tally);
+    }
 }
 
 /// A depth-first search for the a-factors that take column 0's a smallest
@@ -200,7 +381,6 @@ fn matchings3(cols: &Columns, n: usize, i: usize, used: u16, rest: &mut Columns)
 /// able to reach a.
 struct FactorSearch<'g> {
     cols: &'g Columns,
-    n: usize,
     a: u32,
     /// Digits taken by K so far, per column.
     chosen: Columns,
@@ -221,7 +401,7 @@ impl<'g> FactorSearch<'g> {
                 s &= s - 1;
             }
         }
-        FactorSearch { cols, n, a: a as u32, chosen: [0; MAX_COLS], load: [0; MAX_COLS], later }
+        FactorSearch { cols, a: a as u32, chosen: [0; MAX_COLS], load: [0; MAX_COLS], later }
     }
 
     fn take(&mut self, i: usize, mask: u16) {
@@ -290,28 +470,6 @@ impl<'g> FactorSearch<'g> {
         }
     }
 
-    fn run(&mut self, i: usize, visit: &mut impl FnMut(&Columns, &Columns)) {
-        if i == self.n {
-            let mut rest = *self.cols;
-            for (r, &k) in rest.iter_mut().zip(&self.chosen) {
-                *r &= !k;
-            }
-            visit(&self.chosen, &rest);
-            return;
-        }
-        let mut masks = [0u16; 1 << 6];
-        let mut count = 0;
-        self.each_choice(i, |mask| {
-            masks[count] = mask;
-            count += 1;
-        });
-        for &mask in &masks[..count] {
-            self.take(i, mask);
-            self.run(i + 1, visit);
-            self.give_back(i);
-        }
-    }
-
     fn prefixes(&mut self, i: usize, stop: usize, path: &mut Vec<u16>, found: &mut Vec<Vec<u16>>) {
         if i == stop {
             found.push(path.clone());
@@ -327,36 +485,6 @@ impl<'g> FactorSearch<'g> {
             self.give_back(i);
         }
     }
-}
-
-/// Cycles of a 2-regular graph (every column and digit of degree 2).
-///
-/// Each column joins its two digits, so the digits with the columns as
-/// edges form the same cycles; count them as n minus the columns that join
-/// two different components (union-find on at most 12 digits). This is
-/// the innermost loop of every count, hence no allocation and no branches
-/// beyond the finds.
-fn cycles(cols: &Columns, n: usize) -> u32 {
-    let mut parent: [u8; MAX_COLS] = std::array::from_fn(|d| d as u8);
-    let find = |parent: &mut [u8; MAX_COLS], mut d: usize| {
-        while parent[d] as usize != d {
-            let up = parent[parent[d] as usize];
-            parent[d] = up;
-            d = up as usize;
-        }
-        d
-    };
-    let mut merges = 0;
-    for &set in &cols[..n] {
-        let lo = set.trailing_zeros() as usize;
-        let hi = (set & (set - 1)).trailing_zeros() as usize;
-        let (a, b) = (find(&mut parent, lo), find(&mut parent, hi));
-        if a != b {
-            parent[a] = b as u8;
-            merges += 1;
-        }
-    }
-    (n - merges) as u32
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub enum ShapeError {
     /// A job key does not parse.
     BadKey { key: String, reason: String },
     /// The column masks of a part key do not start a factor of the band's
-    /// first c / 2 rows through the root edge.
+    /// first block of rows (`bands::parts`) through column 0.
     BadPart { reason: String },
     /// Results handed to [`fold`] disagree: two parts of one class with
     /// different weights, or a key of another shape.
