@@ -303,8 +303,13 @@ impl<'p, const A: u32, const LEFT: u32> Level<'p, A, LEFT> {
         if i + 1 == self.n && LEFT <= 2 {
             // The last column takes every digit the factor still needs, so
             // count the leaf here instead of one call further down.
-            if allowed.count_ones() == A && forced & !allowed == 0 {
-                self.finish(i, allowed, at, base, tally);
+            // Its edges close the last cycle of each 2-row block: before
+            // them, every digit but an edge's two has both of its edges, so
+            // the block's one path runs between those two. The weight is
+            // then 2^(cycles so far + one per 2-row block - one per 2-row
+            // block).
+            if allowed.count_ones() == A {
+                tally[(base + at.cycles) as usize] += 1;
             }
             return;
         }
@@ -337,22 +342,6 @@ impl<'p, const A: u32, const LEFT: u32> Level<'p, A, LEFT> {
                 }
             }
         }
-    }
-
-    /// The last column's `mask` completes a leaf: tally its weight.
-    fn finish(&self, i: usize, mask: u16, at: Walk, base: u32, tally: &mut [u64; 4 * MAX_C]) {
-        let mut at = at;
-        let mut cycles = at.cycles;
-        if A == 2 {
-            let (x, y) = pair(mask);
-            cycles += u32::from(link(&mut at.own, x, y));
-        }
-        if LEFT == 2 {
-            let (x, y) = pair(self.cols[i] & !mask);
-            cycles += u32::from(link(&mut at.rest, x, y));
-        }
-        let exponent = base + cycles - u32::from(A == 2) - u32::from(LEFT == 2);
-        tally[exponent as usize] += 1;
     }
 
     /// Column i gives `mask` to the factor and the rest of its digits to
