@@ -40,7 +40,12 @@ impl Coordinator {
             .add_service(reflection)
             .add_service(WorkerServiceServer::new(api.clone()))
             .add_service(CensusServiceServer::new(api))
-            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+            // TCP_NODELAY: without it every small reply waits for the
+            // peer's delayed ACK (40 ms a lease on Linux; BENCHMARKS.md).
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                shutdown,
+            )
             .await;
         watcher.abort();
         gauges.abort();

@@ -171,6 +171,11 @@ impl Worker {
                     tracing::info!("no run has work left; the worker exits");
                     break;
                 }
+                // A stop that came while the lease was on its way would
+                // not end the pause (it waits for a harder stop than now).
+                if self.stopping() != Stop::No {
+                    break;
+                }
                 idle_polls += 1;
                 self.pause(Duration::from_millis(200 * u64::from(idle_polls.min(10)))).await;
                 continue;
