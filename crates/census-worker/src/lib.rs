@@ -56,6 +56,14 @@ pub struct WorkerReport {
     pub leases_lost: u64,
 }
 
+impl WorkerReport {
+    fn add(&mut self, reported: WorkerReport) {
+        self.jobs_counted += reported.jobs_counted;
+        self.jobs_recorded += reported.jobs_recorded;
+        self.leases_lost += reported.leases_lost;
+    }
+}
+
 /// A worker's id when none is given: host name and process id.
 pub fn default_worker_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -66,6 +74,8 @@ pub fn default_worker_id() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// The largest batch a worker asks for.
+const MAX_BATCH: u32 = 2048;
 const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_CAP: Duration = Duration::from_secs(10);
 /// How long a draining worker keeps trying to report the counts in hand.
@@ -134,14 +144,12 @@ impl Worker {
     /// stop level. (Waiting for "any stop" would return at once while
     /// draining, and a retry loop would spin.)
     async fn pause(&mut self, duration: Duration) -> Stop {
-        let now = self.stopping();
-        let mut stop = self.stop.clone();
-        let _ = tokio::time::timeout(duration, stop.wait_for(|s| *s > now)).await;
-        self.stopping()
+        pause(&self.stop, duration).await
     }
 
     async fn work(&mut self) -> Result<(), WorkerError> {
         let mut batch = self.config.batch.unwrap_or(self.config.threads as u32).max(1);
+        let mut reporting: Option<tokio::task::JoinHandle<WorkerReport>> = None;
         let mut backoff = BACKOFF_START;
         let mut idle_polls = 0u32;
         while self.stopping() == Stop::No {
@@ -185,23 +193,38 @@ impl Worker {
             let started = Instant::now();
             let jobs = response.jobs.len();
             let counted = self.count_batch(response.jobs, ttl).await?;
-            let Some((results, heartbeat)) = counted else { return Ok(()) };
+            let Some((results, heartbeat)) = counted else { break };
             if self.config.batch.is_none() {
                 // About one second of counting per thread per batch. (A
                 // cap on its growth would spread a census whose first jobs
                 // are far faster than the rest, but costs the 9x9 run a
-                // quarter of its time in round trips: BENCHMARKS.md.)
+                // fifth of its time in round trips: BENCHMARKS.md.)
                 let per_job = started.elapsed().as_secs_f64() / jobs as f64;
                 let wanted = self.config.threads as f64 / per_job.max(1e-6);
-                batch = wanted.clamp(self.config.threads as f64, 2048.0) as u32;
+                batch = wanted.clamp(self.config.threads as f64, f64::from(MAX_BATCH)) as u32;
             }
-            // The leases are kept until the report is answered: the
-            // coordinator checks results by counting them again, which for
-            // slow jobs takes as long as counting did.
-            self.report_results(results).await;
-            heartbeat.abort();
+            // The coordinator checks results by counting them again, which
+            // for slow jobs takes as long as counting did: the report goes
+            // on (its leases heartbeating until it is answered) while the
+            // next batch is counted, one report at a time.
+            if let Some(previous) = reporting.take() {
+                self.report.add(previous.await.unwrap_or_default());
+            }
+            let reporter = self.reporter();
+            reporting = Some(tokio::spawn(async move {
+                let tally = reporter.report(results).await;
+                heartbeat.abort();
+                tally
+            }));
+        }
+        if let Some(previous) = reporting.take() {
+            self.report.add(previous.await.unwrap_or_default());
         }
         Ok(())
+    }
+
+    fn reporter(&self) -> Reporter {
+        Reporter { client: self.client.clone(), worker_id: self.config.worker_id.clone(), stop: self.stop.clone() }
     }
 
     /// The counter of a census, built the first time a job of it comes.
@@ -312,49 +335,71 @@ impl Worker {
             tracing::warn!(job = job.job_id, error = %status.message(), "could not report the failure; the lease will expire");
         }
     }
+}
 
-    /// Reports until the coordinator acknowledges, backing off while it is unreachable.
-    async fn report_results(&mut self, results: Vec<JobResult>) {
+/// Sleeps, unless told to stop harder than at the start meanwhile. Returns
+/// the stop level. (Waiting for "any stop" would return at once while
+/// draining, and a retry loop would spin.)
+async fn pause(stop: &watch::Receiver<Stop>, duration: Duration) -> Stop {
+    let now = *stop.borrow();
+    let mut stop = stop.clone();
+    let _ = tokio::time::timeout(duration, stop.wait_for(|s| *s > now)).await;
+    *stop.borrow()
+}
+
+/// Reports a batch's counts, retrying while the coordinator is away; runs
+/// beside the counting of the next batch.
+struct Reporter {
+    client: WorkerServiceClient<AuthChannel>,
+    worker_id: String,
+    stop: watch::Receiver<Stop>,
+}
+
+impl Reporter {
+    /// Reports until the coordinator answers, backing off while it is
+    /// unreachable; what became of the results, for the worker's report.
+    async fn report(mut self, results: Vec<JobResult>) -> WorkerReport {
+        let mut tally = WorkerReport::default();
         if results.is_empty() {
-            return;
+            return tally;
         }
         let mut backoff = BACKOFF_START;
         let mut drain_deadline = None;
         loop {
-            if self.stopping() == Stop::Drain {
+            if *self.stop.borrow() == Stop::Drain {
                 let deadline = *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_REPORT_DEADLINE);
                 if Instant::now() >= deadline {
                     tracing::error!(
                         jobs = results.len(),
                         "stopping: the coordinator did not take these counts; their leases will expire and be counted again"
                     );
-                    return;
+                    return tally;
                 }
             }
-            let request = CompleteJobsRequest { worker_id: self.config.worker_id.clone(), results: results.clone() };
+            let request = CompleteJobsRequest { worker_id: self.worker_id.clone(), results: results.clone() };
             match self.client.complete_jobs(request).await {
                 Ok(response) => {
                     for outcome in response.into_inner().outcomes {
                         match OutcomeStatus::try_from(outcome.status).unwrap_or(OutcomeStatus::Rejected) {
-                            OutcomeStatus::Recorded => self.report.jobs_recorded += 1,
+                            OutcomeStatus::Recorded => tally.jobs_recorded += 1,
                             OutcomeStatus::AlreadyDone => {}
-                            OutcomeStatus::LeaseLost => self.report.leases_lost += 1,
+                            OutcomeStatus::LeaseLost => tally.leases_lost += 1,
                             _ => tracing::warn!(job = outcome.job_id, message = %outcome.message, "result not counted"),
                         }
                     }
-                    return;
+                    return tally;
                 }
                 Err(status) if status.code() == tonic::Code::Unavailable || status.code() == tonic::Code::Unknown => {
                     metrics::counter!("census_worker_retries_total", "call" => "report").increment(1);
                     tracing::warn!(error = %status.message(), retry_in = ?backoff, "cannot report results; retrying");
-                    if self.pause(jittered(backoff)).await == Stop::Now {
-                        return;
+                    if pause(&self.stop, jittered(backoff)).await == Stop::Now {
+                        return tally;
                     }
                     backoff = (backoff * 2).min(BACKOFF_CAP);
                 }
                 Err(status) => {
                     tracing::error!(error = %status.message(), "results refused");
-                    return;
+                    return tally;
                 }
             }
         }
