@@ -66,11 +66,12 @@ pub struct FixedJob {
     pub weight: u64,
 }
 
-/// The jobs of the whole count, class by class (1 to 2 seconds: the
-/// conjugacy classes are computed, and slow classes' split depths found).
+/// The jobs of the whole count: the split classes' parts first, then the
+/// other classes, class by class (1 to 2 seconds: the conjugacy classes are
+/// computed, and slow classes' split depths found).
 pub fn jobs() -> Vec<FixedJob> {
     let classes = Group::new().conjugacy_classes();
-    let mut jobs = Vec::new();
+    let (mut split, mut jobs) = (Vec::new(), Vec::new());
     for class in classes.classes() {
         let g = class.representative;
         if g == Rearrangement::IDENTITY {
@@ -84,15 +85,21 @@ pub fn jobs() -> Vec<FixedJob> {
             let counter = FixedCounter::new(g);
             (0..counter.depth()).find(|&d| counter.nodes_at(d) >= NODES_PER_PART * parts).unwrap_or(0)
         };
+        let list = if parts == 1 { &mut jobs } else { &mut split };
         for part in 0..parts {
-            jobs.push(FixedJob {
+            list.push(FixedJob {
                 key: job_key(g, Split { depth, part, parts }),
                 class: class.index,
                 weight: class.size,
             });
         }
     }
-    jobs
+    // The queue leases jobs in this order, and a worker sizes its next
+    // batch by its last: the split classes' parts (seconds each, most of
+    // the work) go first, so they are handed out a few at a time to every
+    // worker, and the many fast jobs follow in big batches.
+    split.append(&mut jobs);
+    split
 }
 
 /// The key of one part of A(g).
