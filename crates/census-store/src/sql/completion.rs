@@ -71,7 +71,7 @@ impl SqlStore {
         ids.sort_unstable();
         ids.dedup();
         let mut jobs: HashMap<JobId, JobView> = HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(500) {
+        for chunk in ids.chunks(self.backend.rows_per_statement(500, 1)) {
             let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
             let sql = format!(
                 "SELECT j.id, j.run_id, j.class_id, j.key, j.state, j.attempt, j.lease_token, j.lease_owner,
@@ -331,7 +331,7 @@ impl SqlStore {
         now: i64,
     ) -> Result<(), StoreError> {
         const COLUMNS: usize = 9;
-        for chunk in results.chunks(300) {
+        for chunk in results.chunks(self.backend.rows_per_statement(300, COLUMNS)) {
             let rows: Vec<String> = (0..chunk.len())
                 .map(|i| {
                     let p = i * COLUMNS + 2;

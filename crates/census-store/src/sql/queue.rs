@@ -109,7 +109,7 @@ impl SqlStore {
         jobs: &[crate::JobId],
     ) -> Result<std::collections::HashMap<crate::JobId, String>, StoreError> {
         let mut censuses = std::collections::HashMap::with_capacity(jobs.len());
-        for chunk in jobs.chunks(1000) {
+        for chunk in jobs.chunks(self.backend.rows_per_statement(1000, 1)) {
             let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
             let sql = format!(
                 "SELECT j.id, r.census FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({})",
@@ -134,7 +134,7 @@ impl SqlStore {
     ) -> Result<HeartbeatOutcome, StoreError> {
         let mut outcome = HeartbeatOutcome::default();
         let now = now_ms();
-        for chunk in tokens.chunks(1000) {
+        for chunk in tokens.chunks(self.backend.rows_per_statement(1000, 1)) {
             let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 5)).collect();
             // A lease is extended while it is held, never past its maximum
             // lifetime, and never for a cancelled run.

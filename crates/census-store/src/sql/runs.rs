@@ -179,7 +179,8 @@ impl SqlStore {
             }
             Err(error) => return Err(error.into()),
         };
-        for (chunk_index, chunk) in classes.chunks(1000).enumerate() {
+        let per_statement = self.backend.rows_per_statement(1000, 4);
+        for (chunk_index, chunk) in classes.chunks(per_statement).enumerate() {
             let rows: Vec<String> = (0..chunk.len())
                 .map(|i| {
                     let p = i * 4 + 2;
@@ -190,18 +191,23 @@ impl SqlStore {
                 format!("INSERT INTO classes (run_id, class_id, label, weight, jobs_total) VALUES {}", rows.join(", "));
             let mut query = sqlx::query(&sql).bind(run);
             for (i, (label, weight, jobs)) in chunk.iter().enumerate() {
-                query = query.bind((chunk_index * 1000 + i) as i64).bind(*label).bind(weight.to_string()).bind(*jobs);
+                query = query
+                    .bind((chunk_index * per_statement + i) as i64)
+                    .bind(*label)
+                    .bind(weight.to_string())
+                    .bind(*jobs);
             }
             query.execute(&mut *tx).await?;
         }
-        for (chunk_index, chunk) in jobs.chunks(1000).enumerate() {
+        let per_statement = self.backend.rows_per_statement(1000, 2);
+        for (chunk_index, chunk) in jobs.chunks(per_statement).enumerate() {
             let rows: Vec<String> =
                 (0..chunk.len()).map(|i| format!("($1, ${}, ${}, $2, $2)", i * 2 + 3, i * 2 + 4)).collect();
             let sql =
                 format!("INSERT INTO jobs (run_id, class_id, key, created_at, updated_at) VALUES {}", rows.join(", "));
             let mut query = sqlx::query(&sql).bind(run).bind(now);
             for (i, job) in chunk.iter().enumerate() {
-                query = query.bind(job_classes[chunk_index * 1000 + i] as i64).bind(&job.key);
+                query = query.bind(job_classes[chunk_index * per_statement + i] as i64).bind(&job.key);
             }
             query.execute(&mut *tx).await?;
         }
