@@ -237,8 +237,9 @@ fn pair(mask: u16) -> (usize, usize) {
 impl<'p, const A: u32, const LEFT: u32> Level<'p, A, LEFT> {
     fn new(cols: &Columns, n: usize, prefix: &'p [u16]) -> Self {
         // Column 0 and a part's columns stay first; then, greedily, the
-        // column sharing most digits with those before it, so digits run
-        // out of columns early and the forced choices prune early.
+        // column whose digits were seen most (the sum of the squares of
+        // their times seen so far), so digits run out of columns early and
+        // the forced choices prune early.
         let mut cols = *cols;
         let mut times = [0u32; MAX_COLS];
         for i in 0..n {
