@@ -149,7 +149,7 @@ impl Worker {
 
     async fn work(&mut self) -> Result<(), WorkerError> {
         let mut batch = self.config.batch.unwrap_or(self.config.threads as u32).max(1);
-        let mut reporting: Option<tokio::task::JoinHandle<WorkerReport>> = None;
+        let mut reporting: Option<InFlight> = None;
         let mut backoff = BACKOFF_START;
         let mut idle_polls = 0u32;
         while self.stopping() == Stop::No {
@@ -208,19 +208,23 @@ impl Worker {
             // on (its leases heartbeating until it is answered) while the
             // next batch is counted, one report at a time.
             if let Some(previous) = reporting.take() {
-                self.report.add(previous.await.unwrap_or_default());
+                self.finish_report(previous).await;
             }
-            let reporter = self.reporter();
-            reporting = Some(tokio::spawn(async move {
-                let tally = reporter.report(results).await;
-                heartbeat.abort();
-                tally
-            }));
+            reporting = Some((tokio::spawn(self.reporter().report(results)), heartbeat));
         }
         if let Some(previous) = reporting.take() {
-            self.report.add(previous.await.unwrap_or_default());
+            self.finish_report(previous).await;
         }
         Ok(())
+    }
+
+    /// Waits for a batch's report, then stops its leases' heartbeat.
+    async fn finish_report(&mut self, (report, heartbeat): InFlight) {
+        match report.await {
+            Ok(tally) => self.report.add(tally),
+            Err(error) => tracing::error!(%error, "reporting a batch failed; its leases will expire"),
+        }
+        heartbeat.abort();
     }
 
     fn reporter(&self) -> Reporter {
@@ -346,6 +350,9 @@ async fn pause(stop: &watch::Receiver<Stop>, duration: Duration) -> Stop {
     let _ = tokio::time::timeout(duration, stop.wait_for(|s| *s > now)).await;
     *stop.borrow()
 }
+
+/// A batch's report under way, and the heartbeat that keeps its leases.
+type InFlight = (tokio::task::JoinHandle<WorkerReport>, tokio::task::JoinHandle<()>);
 
 /// Reports a batch's counts, retrying while the coordinator is away; runs
 /// beside the counting of the next batch.
