@@ -58,13 +58,13 @@ impl ColumnSets {
         let relabelled = partitions
             .iter()
             .flat_map(|p1| {
-                let map = map_to_p0(p1);
-                partitions.iter().map(move |p| [relabel(p[0], &map), relabel(p[1], &map), relabel(p[2], &map)])
+                let map = MaskMap::new(&map_to_p0(p1));
+                partitions.iter().map(move |p| map.partition(p))
             })
             .map(id_of)
             .collect();
 
-        let ways0 = ways_table(&partitions, id_of([0b1110, 0b111_0000, 0b11_1000_0000]) as usize);
+        let ways0 = ways_table(&partitions, id_of);
         ColumnSets { partition_id, relabelled, ways0 }
     }
 
@@ -204,8 +204,55 @@ fn map_to_p0(parts: &[u16; 3]) -> [u8; 10] {
     map
 }
 
-fn relabel(mask: u16, map: &[u8; 10]) -> u16 {
-    (1..=9).filter(|&d| mask & 1 << d != 0).fold(0, |m, d| m | 1 << map[d])
+/// A digit map applied to masks by two table lookups (digits 1-5, then 6-9),
+/// since the tables relabel hundreds of thousands of masks.
+struct MaskMap {
+    low: [u16; 32],
+    high: [u16; 16],
+}
+
+impl MaskMap {
+    fn new(map: &[u8; 10]) -> MaskMap {
+        let image = |bits: usize, first: usize, width: usize| {
+            (0..width).filter(|&i| bits & 1 << i != 0).fold(0u16, |m, i| m | 1 << map[first + i])
+        };
+        MaskMap {
+            low: std::array::from_fn(|bits| image(bits, 1, 5)),
+            high: std::array::from_fn(|bits| image(bits, 6, 4)),
+        }
+    }
+
+    fn mask(&self, mask: u16) -> u16 {
+        self.low[usize::from(mask >> 1 & 31)] | self.high[usize::from(mask >> 6 & 15)]
+    }
+
+    fn partition(&self, parts: &[u16; 3]) -> [u16; 3] {
+        parts.map(|part| self.mask(part))
+    }
+}
+
+/// The 1,296 digit maps that keep p0 = 123|456|789: any order of its three
+/// parts, and any order within each part.
+fn p0_symmetries() -> Vec<MaskMap> {
+    const ORDERS: [[u8; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    let mut maps = Vec::with_capacity(1296);
+    for parts in ORDERS {
+        for first in ORDERS {
+            for second in ORDERS {
+                for third in ORDERS {
+                    let within = [first, second, third];
+                    let mut map = [0u8; 10];
+                    for (part, order) in within.iter().enumerate() {
+                        for (j, &k) in order.iter().enumerate() {
+                            map[1 + 3 * part + j] = 1 + 3 * parts[part] + k;
+                        }
+                    }
+                    maps.push(MaskMap::new(&map));
+                }
+            }
+        }
+    }
+    maps
 }
 
 /// An assignment of the 9 digits of one stack to the band's 3 rows, as the
@@ -245,39 +292,89 @@ fn row_splits(parts: &[u16; 3]) -> Vec<RowSplit> {
 }
 
 /// ways(p0, p2, p3) for every p2, p3: orderings of the three stacks such that
-/// each row takes three disjoint triples, i.e. holds 1-9. For each p2, the
-/// pairs of stack-1 and stack-2 orderings with disjoint rows leave a forced
-/// row split for stack 3; `forced` counts them, and ways sums it over
-/// stack 3's own splits.
-fn ways_table(partitions: &[[u16; 3]], p0: usize) -> Vec<u32> {
+/// each row takes three disjoint triples, i.e. holds 1-9.
+///
+/// A digit map g that keeps p0 gives ways(p0, g p2, g p3) = ways(p0, p2, p3),
+/// so one row is counted for each orbit of p2 under the 1,296 such maps (a
+/// handful of orbits) and copied, relabelled, to the rest of its orbit.
+fn ways_table(partitions: &[[u16; 3]], id_of: impl Fn([u16; 3]) -> u16) -> Vec<u32> {
+    let p0 = usize::from(id_of([0b1110, 0b111_0000, 0b11_1000_0000]));
     let splits: Vec<Vec<RowSplit>> = partitions.iter().map(row_splits).collect();
+    let symmetries = p0_symmetries();
     let mut forced = vec![0u32; 1 << 18];
     let mut ways = vec![0u32; PARTITIONS * PARTITIONS];
+    let mut filled = [false; PARTITIONS];
+    let mut row = [0u32; PARTITIONS];
     for p2 in 0..PARTITIONS {
-        let mut touched = Vec::new();
-        for one in &splits[p0] {
-            let third_one = ALL_DIGITS ^ one.first ^ one.second;
-            for two in &splits[p2] {
-                let third_two = ALL_DIGITS ^ two.first ^ two.second;
-                if one.first & two.first == 0 && one.second & two.second == 0 && third_one & third_two == 0 {
-                    let rest = RowSplit {
-                        first: ALL_DIGITS ^ one.first ^ two.first,
-                        second: ALL_DIGITS ^ one.second ^ two.second,
-                    };
-                    let code = rest.code();
-                    if forced[code] == 0 {
-                        touched.push(code);
-                    }
-                    forced[code] += 1;
-                }
+        if filled[p2] {
+            continue;
+        }
+        ways_row(&splits, p0, p2, &mut forced, &mut row);
+        for g in &symmetries {
+            let image = usize::from(id_of(g.partition(&partitions[p2])));
+            if filled[image] {
+                continue;
             }
-        }
-        for p3 in 0..PARTITIONS {
-            ways[p2 * PARTITIONS + p3] = splits[p3].iter().map(|split| forced[split.code()]).sum();
-        }
-        for code in touched {
-            forced[code] = 0;
+            filled[image] = true;
+            for (p3, &w) in row.iter().enumerate() {
+                ways[image * PARTITIONS + usize::from(id_of(g.partition(&partitions[p3])))] = w;
+            }
         }
     }
     ways
+}
+
+/// One row, ways(p0, p2, p3) for every p3. The pairs of stack-1 and stack-2
+/// orderings with disjoint rows leave a forced row split for stack 3;
+/// `forced` counts them (and is left all zero), and ways sums it over stack
+/// 3's own splits.
+fn ways_row(splits: &[Vec<RowSplit>], p0: usize, p2: usize, forced: &mut [u32], row: &mut [u32; PARTITIONS]) {
+    let mut touched = Vec::new();
+    for one in &splits[p0] {
+        let third_one = ALL_DIGITS ^ one.first ^ one.second;
+        for two in &splits[p2] {
+            let third_two = ALL_DIGITS ^ two.first ^ two.second;
+            if one.first & two.first == 0 && one.second & two.second == 0 && third_one & third_two == 0 {
+                let rest = RowSplit {
+                    first: ALL_DIGITS ^ one.first ^ two.first,
+                    second: ALL_DIGITS ^ one.second ^ two.second,
+                };
+                let code = rest.code();
+                if forced[code] == 0 {
+                    touched.push(code);
+                }
+                forced[code] += 1;
+            }
+        }
+    }
+    for (p3, ways) in row.iter_mut().enumerate() {
+        *ways = splits[p3].iter().map(|split| forced[split.code()]).sum();
+    }
+    for code in touched {
+        forced[code] = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table copied along orbits equals the table counted row by row.
+    #[test]
+    fn ways_table_by_orbits_equals_every_row_counted() {
+        let counter = ColumnSets::new();
+        let partitions = all_partitions();
+        let splits: Vec<Vec<RowSplit>> = partitions.iter().map(row_splits).collect();
+        let p0 = usize::from(counter.id([0b1110, 0b111_0000, 0b11_1000_0000]));
+        let mut forced = vec![0u32; 1 << 18];
+        let mut row = [0u32; PARTITIONS];
+        for p2 in 0..PARTITIONS {
+            ways_row(&splits, p0, p2, &mut forced, &mut row);
+            assert_eq!(&counter.ways0[p2 * PARTITIONS..][..PARTITIONS], &row[..], "row of partition {p2}");
+        }
+        // Three stacks all split 123|456|789: the three orders of each part
+        // must put its digits in different rows, a 3x3 Latin square (12),
+        // for each of the three parts.
+        assert_eq!(counter.ways0[p0 * PARTITIONS + p0], 12 * 12 * 12);
+    }
 }
