@@ -1,10 +1,14 @@
 //! The plain backtracking counter: the reference.
 //!
-//! Fills the free cells of rows 4-7 one by one, row by row, with bit masks
-//! for rows, columns and blocks, and counts the completions of each filling.
-//! The last two rows are not searched cell by cell: once rows 4-7 are
-//! filled, each column's two missing digits are known, so rows 8 and 9 are
-//! one choice per column of which digit goes up (see [`last_two_rows`]).
+//! Fills the free cells of rows 4-7 one by one with bit masks for rows,
+//! columns and blocks, and counts the completions of each filling. Rows 4-6
+//! are filled row by row. Row 7 is filled most constrained cell first: each
+//! time, the cell with the fewest candidates left, so a cell left with none
+//! ends the branch at once (in row-major order most of the search went into
+//! the last cells of row 7, to find them blocked). The last two rows are not
+//! searched cell by cell: once rows 4-7 are filled, each column's two missing
+//! digits are known, and the ways to turn them into rows 8 and 9 are counted
+//! directly (see [`last_two_rows`]).
 
 use super::{ALL_DIGITS, Counter, seeded_grid};
 use crate::band::Band;
@@ -13,11 +17,12 @@ use crate::seed::Seed;
 /// The cell-by-cell counter; it visits every completion.
 pub struct Enumerate;
 
-/// The 32 searched cells: rows 4-7, columns 2-9, as (row, column, block).
-const SEARCHED: [(u8, u8, u8); 32] = {
-    let mut cells = [(0u8, 0u8, 0u8); 32];
+/// The 24 searched cells of rows 4-6, columns 2-9, row by row, as (row,
+/// column, block).
+const MIDDLE: [(u8, u8, u8); 24] = {
+    let mut cells = [(0u8, 0u8, 0u8); 24];
     let mut k = 0;
-    while k < 32 {
+    while k < 24 {
         let row = 3 + k / 8;
         let column = 1 + k % 8;
         cells[k] = (row as u8, column as u8, (row / 3 * 3 + column / 3) as u8);
@@ -32,6 +37,15 @@ struct Masks {
     blocks: [u16; 9],
 }
 
+/// Row 7 while it is filled, with its cells' columns and blocks. Column
+/// j = 0..8 here is grid column j + 2 (column 1 is the seed's), in block
+/// (j + 1) / 3 of the bottom band: indices the compiler can see are in range.
+struct Row7 {
+    row: u16,
+    columns: [u16; 8],
+    blocks: [u16; 3],
+}
+
 impl Counter for Enumerate {
     fn count(&self, band: &Band, seed: &Seed) -> u64 {
         let grid = seeded_grid(band, seed);
@@ -44,15 +58,20 @@ impl Counter for Enumerate {
                 masks.blocks[r / 3 * 3 + c / 3] |= 1 << d;
             }
         }
-        search(&mut masks, 0)
+        middle_band(&mut masks, 0)
     }
 }
 
-fn search(masks: &mut Masks, k: usize) -> u64 {
-    if k == SEARCHED.len() {
-        return last_two_rows(masks);
+fn middle_band(masks: &mut Masks, k: usize) -> u64 {
+    if k == MIDDLE.len() {
+        let mut row7 = Row7 {
+            row: masks.rows[6],
+            columns: std::array::from_fn(|j| masks.columns[j + 1]),
+            blocks: [masks.blocks[6], masks.blocks[7], masks.blocks[8]],
+        };
+        return row_7(&mut row7, 0xff);
     }
-    let (r, c, b) = SEARCHED[k];
+    let (r, c, b) = MIDDLE[k];
     let (r, c, b) = (r as usize, c as usize, b as usize);
     let mut candidates = ALL_DIGITS & !(masks.rows[r] | masks.columns[c] | masks.blocks[b]);
     let mut found = 0;
@@ -62,7 +81,7 @@ fn search(masks: &mut Masks, k: usize) -> u64 {
         masks.rows[r] |= bit;
         masks.columns[c] |= bit;
         masks.blocks[b] |= bit;
-        found += search(masks, k + 1);
+        found += middle_band(masks, k + 1);
         masks.rows[r] ^= bit;
         masks.columns[c] ^= bit;
         masks.blocks[b] ^= bit;
@@ -70,58 +89,151 @@ fn search(masks: &mut Masks, k: usize) -> u64 {
     found
 }
 
-/// The completions of rows 8 and 9 once rows 4-7 are filled. Each column
-/// c = 2..9 misses two digits, its pair; column 1 is the seed's. The
-/// bottom blocks hold their digits once exactly when the pairs of a block's
-/// columns are disjoint and new to it, whichever way each pair is turned.
-/// Each pair then sends one digit to row 8 and the other to row 9: every
-/// digit appears in as many pairs as rows 8 and 9 miss it, so the ways are
-/// the ways to give each pair a digit of row 8's missing set, each digit
-/// once, with the pair's other digit missing from row 9.
-fn last_two_rows(masks: &Masks) -> u64 {
-    let mut pairs = [0u16; 8];
-    for c in 1..9 {
-        pairs[c - 1] = ALL_DIGITS & !masks.columns[c];
+/// Fills the cells of row 7 whose columns j are the bits of `left`, the one
+/// with the fewest candidates first. Any order visits every filling; this
+/// one tries a third as many cells of row 7 as row-major order did (27.6
+/// against 74 million on the first Russell job).
+fn row_7(row7: &mut Row7, left: u8) -> u64 {
+    if left == 0 {
+        return last_two_rows(&row7.columns);
     }
-    for block in 6..9 {
-        let mut seen = masks.blocks[block];
-        for c in (block - 6) * 3..(block - 6) * 3 + 3 {
-            if c == 0 {
-                continue; // fixed by the seed
-            }
-            if pairs[c - 1] & seen != 0 {
-                return 0;
-            }
-            seen |= pairs[c - 1];
-        }
-    }
-    let row8 = ALL_DIGITS & !masks.rows[7];
-    let row9 = ALL_DIGITS & !masks.rows[8];
-    let mut options = [0u16; 8];
-    for (pair, option) in pairs.iter().zip(&mut options) {
-        let mut up = pair & row8;
-        while up != 0 {
-            let bit = up & up.wrapping_neg();
-            up ^= bit;
-            if (pair ^ bit) & row9 != 0 {
-                *option |= bit;
+    let free = ALL_DIGITS & !row7.row;
+    let (mut column, mut candidates, mut fewest) = (0, 0, u32::MAX);
+    let mut scan = left;
+    while scan != 0 {
+        let j = (scan.trailing_zeros() & 7) as usize;
+        scan &= scan - 1;
+        let here = free & !(row7.columns[j] | row7.blocks[(j + 1) / 3]);
+        if here.count_ones() < fewest {
+            (column, candidates, fewest) = (j, here, here.count_ones());
+            if fewest <= 1 {
+                break; // none can have fewer
             }
         }
     }
-    distinct_choices(&options, 0, 0)
+    let mut found = 0;
+    while candidates != 0 {
+        let bit = candidates & candidates.wrapping_neg();
+        candidates ^= bit;
+        row7.row |= bit;
+        row7.columns[column] |= bit;
+        row7.blocks[(column + 1) / 3] |= bit;
+        found += row_7(row7, left ^ (1 << column));
+        row7.row ^= bit;
+        row7.columns[column] ^= bit;
+        row7.blocks[(column + 1) / 3] ^= bit;
+    }
+    found
 }
 
-/// The ways to pick one digit from each of `options[i..]`, no digit twice.
-fn distinct_choices(options: &[u16; 8], i: usize, used: u16) -> u64 {
-    if i == options.len() {
-        return 1;
+/// The completions of rows 8 and 9 once rows 4-7 are filled, from the
+/// digits of columns 2-9: 2 to the number of closed cycles the columns'
+/// missing pairs form.
+///
+/// Each column misses two digits, its pair, and sends one of them up to row
+/// 8 and the other down to row 9. Rows 8 and 9 hold only their seed digits
+/// s8 and s9 (in column 1), so a digit other than those two is missing from
+/// both rows and from two pairs (it is in column 1 above row 8): one pair
+/// must send it up and the other down. s9 is missing from row 8 only and
+/// from one pair, which must send it up; s8 from row 9 only, and one pair
+/// sends it down. Seen as edges between digits, the pairs make one chain
+/// from s9 to s8, along which every turn is forced (s9 up, its partner down,
+/// so up from its other pair, and so on until s8 goes down), and closed
+/// cycles, each of which turns one of two ways.
+///
+/// The bottom blocks need no check: a digit missing from row 7 of a bottom
+/// block is in its stack's top and middle blocks, in two different columns,
+/// so it is missing from the third column only, and lands in that block
+/// once whichever way the pair turns.
+fn last_two_rows(columns: &[u16; 8]) -> u64 {
+    // end[d]: the other end of the chain of pairs seen so far that ends at
+    // digit d (d itself while no pair holds d). A pair {a, b} joins the
+    // chains ending at a and b, or closes a cycle when they are one chain.
+    let mut end: [u8; 16] = std::array::from_fn(|d| d as u8);
+    let mut cycles = 0;
+    for &taken in columns {
+        let pair = ALL_DIGITS & !taken;
+        let a = (pair.trailing_zeros() & 15) as usize;
+        let b = ((pair & pair.wrapping_sub(1)).trailing_zeros() & 15) as usize;
+        let (end_a, end_b) = (end[a], end[b]);
+        cycles += u32::from(usize::from(end_a) == b);
+        end[usize::from(end_a & 15)] = end_b;
+        end[usize::from(end_b & 15)] = end_a;
     }
-    let mut left = options[i] & !used;
-    let mut ways = 0;
-    while left != 0 {
-        let bit = left & left.wrapping_neg();
-        left ^= bit;
-        ways += distinct_choices(options, i + 1, used | bit);
+    1 << cycles
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seed::SEEDS;
+
+    /// Rows 8 and 9 counted the slow way: each of the 2^8 ways to turn the
+    /// columns' pairs, kept when rows 8 and 9 and the bottom blocks then hold
+    /// every digit once.
+    fn last_two_rows_by_trying(grid: &[u8; 81]) -> u64 {
+        let pairs: [[u8; 2]; 8] = std::array::from_fn(|j| {
+            let column: Vec<u8> = (0..7).map(|r| grid[r * 9 + j + 1]).collect();
+            let missing: Vec<u8> = (1..=9).filter(|d| !column.contains(d)).collect();
+            [missing[0], missing[1]]
+        });
+        let mut ways = 0;
+        for turns in 0..256u32 {
+            let mut full = *grid;
+            for (j, pair) in pairs.iter().enumerate() {
+                let up = (turns >> j & 1) as usize;
+                full[7 * 9 + j + 1] = pair[up];
+                full[8 * 9 + j + 1] = pair[1 - up];
+            }
+            let all_once = |cells: &mut dyn Iterator<Item = usize>| {
+                let mut seen: Vec<u8> = cells.map(|i| full[i]).collect();
+                seen.sort_unstable();
+                seen == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+            };
+            let rows = (7..9).all(|r| all_once(&mut (0..9).map(|c| r * 9 + c)));
+            let blocks = (0..3).all(|s| all_once(&mut (6..9).flat_map(|r| (0..3).map(move |c| r * 9 + s * 3 + c))));
+            ways += u64::from(rows && blocks);
+        }
+        ways
     }
-    ways
+
+    /// Fills rows 4-7 in plain row-major order and checks [`last_two_rows`]
+    /// against the slow count on every `stride`-th filling, up to `limit`.
+    fn check_fillings(grid: &mut [u8; 81], cell: usize, seen: &mut u64, stride: u64, limit: u64) {
+        if *seen >= limit * stride {
+            return;
+        }
+        if cell == 7 * 9 {
+            *seen += 1;
+            if seen.is_multiple_of(stride) {
+                let columns: [u16; 8] =
+                    std::array::from_fn(|j| (0..7).fold(0, |mask, r| mask | 1 << grid[r * 9 + j + 1]));
+                assert_eq!(last_two_rows(&columns), last_two_rows_by_trying(grid), "{grid:?}");
+            }
+            return;
+        }
+        if grid[cell] != 0 {
+            return check_fillings(grid, cell + 1, seen, stride, limit);
+        }
+        let (r, c) = (cell / 9, cell % 9);
+        for d in 1..=9 {
+            let clash = (0..9).any(|i| grid[r * 9 + i] == d || grid[i * 9 + c] == d)
+                || (0..9).any(|i| grid[(r / 3 * 3 + i / 3) * 9 + c / 3 * 3 + i % 3] == d);
+            if !clash {
+                grid[cell] = d;
+                check_fillings(grid, cell + 1, seen, stride, limit);
+                grid[cell] = 0;
+            }
+        }
+    }
+
+    #[test]
+    fn last_two_rows_agrees_with_trying_every_turn() {
+        for (band, seed) in [("123456789456789123789123456", 0), ("123478569456139278789256134", 4)] {
+            let mut grid = seeded_grid(&band.parse().unwrap(), &SEEDS[seed]);
+            let mut seen = 0;
+            check_fillings(&mut grid, 27, &mut seen, 101, 300);
+            assert_eq!(seen, 30_300);
+        }
+    }
 }
