@@ -81,7 +81,7 @@ impl CounterKind {
     /// are never mixed.
     pub fn version(self) -> &'static str {
         match self {
-            CounterKind::Enumerate => "enumerate/1",
+            CounterKind::Enumerate => "enumerate/2",
             CounterKind::Banded => "banded/1",
             CounterKind::ColumnSets => "column-sets/1",
         }
