@@ -19,15 +19,19 @@ as_pg "$bin/initdb" -D "$dir/data" -U census -A trust --no-sync >/dev/null
 as_pg "$bin/postgres" -D "$dir/data" -p "$port" -h 127.0.0.1 -k "$dir" -c fsync=off -c synchronous_commit=off >"$dir/pg.log" 2>&1 &
 pg=$!
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; kill $pg 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"; }
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; kill $pg 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$dir"; }
 trap cleanup EXIT
 until "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; do sleep 0.1; done
 url="postgres://census@127.0.0.1:$port/postgres"
+# Each worker its own identity and token, as a deployment would have.
+for i in $(seq "$workers"); do
+  "$census" token create --database "$url" --role worker --name "w$i" --output "$dir/w$i.token" >/dev/null
+done
 start=$(date +%s.%N)
 "$census" coordinator --database-url "$url" --listen "127.0.0.1:$gport" --stage "$stage" --counter "$counter" >"$dir/coordinator.log" 2>&1 &
 pids+=($!)
 for i in $(seq "$workers"); do
-  "$census" worker --coordinator "127.0.0.1:$gport" --threads "$threads" --worker-id "w$i" --exit-when-done >"$dir/worker$i.log" 2>&1 &
+  "$census" worker --coordinator "127.0.0.1:$gport" --threads "$threads" --token-file "$dir/w$i.token" --exit-when-done >"$dir/worker$i.log" 2>&1 &
   pids+=($!)
 done
 until grep -q "census finished: 6670903752021072936960" "$dir/coordinator.log"; do sleep 0.1; done

@@ -6,3 +6,10 @@
 -- by token alone.
 DROP INDEX jobs_queue;
 DROP INDEX jobs_lease_token;
+
+-- A result's job already references its run (through its class), so the
+-- results' own reference to the run only made every inserted result take a
+-- key-share lock on the run's row, which two concurrent batches then share
+-- through a multixact. Likewise a job's class row references the run.
+ALTER TABLE results DROP CONSTRAINT results_run_id_fkey;
+ALTER TABLE jobs DROP CONSTRAINT jobs_run_id_fkey;
