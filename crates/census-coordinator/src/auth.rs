@@ -68,6 +68,8 @@ pub enum Need {
 pub struct Caller {
     pub name: String,
     pub role: Option<Role>,
+    /// The token is one of this process's own ([`AuthConfig::local`]).
+    pub local: bool,
 }
 
 /// Who may call what.
@@ -101,13 +103,14 @@ pub async fn authorize(
 ) -> Result<Caller, Status> {
     let Some(token) = bearer(metadata)? else {
         if need == Need::Read && config.public_read {
-            return Ok(Caller { name: "anonymous".into(), role: None });
+            return Ok(Caller { name: "anonymous".into(), role: None, local: false });
         }
         return Err(Status::unauthenticated(format!(
             "this call needs a credential (authorization: Bearer <token>); {HOW_TO_GET_ONE}"
         )));
     };
     let hash = hash_token(token);
+    let local = config.local.contains_key(&hash);
     let record = match config.local.get(&hash) {
         Some((name, role)) => TokenRecord {
             name: name.clone(),
@@ -148,5 +151,5 @@ pub async fn authorize(
             record.name, record.name
         )));
     }
-    Ok(Caller { name: record.name, role: Some(record.role) })
+    Ok(Caller { name: record.name, role: Some(record.role), local })
 }

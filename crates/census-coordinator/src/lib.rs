@@ -50,6 +50,12 @@ pub struct CoordinatorConfig {
     pub auth: AuthConfig,
     /// The share of results checked by an independent count, 0 to 1.
     pub validate_fraction: f64,
+    /// Results of this process's own workers (tokens in [`AuthConfig::local`],
+    /// as `census run` makes them) are recounted only where the check is
+    /// another counter ([`Census::has_independent_check`]): the same counter
+    /// in the same process could not disagree with them. Anyone else's
+    /// results are checked as `validate_fraction` says.
+    pub trust_local_workers: bool,
     pub tls: Option<TlsFiles>,
 }
 
@@ -59,9 +65,18 @@ impl Default for CoordinatorConfig {
             lease_ttl: Duration::from_secs(30),
             auth: AuthConfig::default(),
             validate_fraction: 1.0,
+            trust_local_workers: false,
             tls: None,
         }
     }
+}
+
+/// The counter that checks a census's results, and whether it is another
+/// algorithm than the one that counted them.
+#[derive(Clone)]
+struct Checker {
+    counter: Arc<JobCounter>,
+    independent: bool,
 }
 
 /// The coordinator: a store and how it serves it.
@@ -71,7 +86,7 @@ pub struct Coordinator {
     /// The counters that check results, one per census, built on first
     /// use (`Census::checking_counter`: for 9x9 runs the column-sets
     /// counter, whatever counter the run uses).
-    checkers: std::sync::Mutex<std::collections::HashMap<String, Arc<JobCounter>>>,
+    checkers: std::sync::Mutex<std::collections::HashMap<String, Checker>>,
 }
 
 impl Coordinator {
@@ -106,13 +121,14 @@ impl Coordinator {
     /// The counter that checks results of `census` (text as stored),
     /// built once (under the lock, so that concurrent checks wait for one
     /// build instead of making their own).
-    fn checker(&self, census: &str) -> Option<Arc<JobCounter>> {
+    fn checker(&self, census: &str) -> Option<Checker> {
         let mut checkers = self.checkers.lock().expect("never poisoned");
         if let Some(checker) = checkers.get(census) {
             return Some(checker.clone());
         }
         let parsed: Census = census.parse().ok()?;
-        let checker = Arc::new(parsed.checking_counter());
+        let checker =
+            Checker { counter: Arc::new(parsed.checking_counter()), independent: parsed.has_independent_check() };
         checkers.insert(census.to_string(), checker.clone());
         Some(checker)
     }

@@ -11,7 +11,7 @@ use census_proto::v1::{
 use census_store::{CompleteOutcome, Completion};
 use tonic::{Request, Response, Status};
 
-use crate::auth::Need;
+use crate::auth::{Caller, Need};
 use crate::convert::{completion_of, job_message, outcome_of};
 use crate::limits::{self, MAX_BATCH, MAX_REASON_LEN, MAX_TOKEN_LEN};
 use crate::{Api, status_of};
@@ -20,9 +20,11 @@ impl Api {
     /// Counts a share of the completions again with their census's
     /// checking counter, on a blocking thread, and attaches the checked
     /// counts. A key the counter cannot read is not the job's: the store
-    /// rejects it.
-    async fn validate(&self, mut completions: Vec<Completion>) -> Result<Vec<Completion>, Status> {
+    /// rejects it. The coordinator's own workers are checked only by an
+    /// independent counter ([`crate::CoordinatorConfig::trust_local_workers`]).
+    async fn validate(&self, caller: &Caller, mut completions: Vec<Completion>) -> Result<Vec<Completion>, Status> {
         let fraction = self.0.config.validate_fraction;
+        let only_independent = self.0.config.trust_local_workers && caller.local;
         if fraction <= 0.0 || completions.is_empty() {
             return Ok(completions);
         }
@@ -45,7 +47,10 @@ impl Api {
                     else {
                         continue;
                     };
-                    if let Ok(count) = checker.count(&completion.key) {
+                    if only_independent && !checker.independent {
+                        continue;
+                    }
+                    if let Ok(count) = checker.counter.count(&completion.key) {
                         completion.checked_count = Some(count);
                     }
                 }
@@ -136,7 +141,7 @@ impl WorkerService for Api {
                 }
             }
         }
-        let valid = self.validate(valid).await?;
+        let valid = self.validate(&caller, valid).await?;
         let recorded = self.0.store.complete_many(&valid).await.map_err(status_of)?;
         let recorded_count = recorded.iter().filter(|o| matches!(o, Ok(CompleteOutcome::Recorded))).count();
         let any_recorded = recorded_count > 0;
@@ -159,7 +164,7 @@ impl WorkerService for Api {
         let request = request.into_inner();
         let result = request.result.ok_or_else(|| Status::invalid_argument("result is missing"))?;
         let completion = completion_of(&caller.name, &result)?;
-        let mut validated = self.validate(vec![completion]).await?;
+        let mut validated = self.validate(&caller, vec![completion]).await?;
         let outcome = self.0.store.complete(&validated.pop().expect("one completion")).await.map_err(status_of)?;
         if outcome == CompleteOutcome::Recorded {
             self.0.announce_finished_runs().await;

@@ -291,6 +291,45 @@ async fn redundancy_counts_distinct_identities(store: Arc<dyn JobStore>) {
     assert!(h.progress(run).await.rejected >= 1);
 }
 
+/// `census run` trusts its own threads (`trust_local_workers`): their
+/// results skip a recount by the very counter that made them, and nothing
+/// else does. A stored token's results are still recounted, and the
+/// threads' results are still checked by an independent counter.
+async fn only_the_coordinators_own_workers_skip_the_same_counter(store: Arc<dyn JobStore>) {
+    let own = generate_token();
+    let mut config = CoordinatorConfig { trust_local_workers: true, ..CoordinatorConfig::default() };
+    config.auth.local.insert(hash_token(&own), ("local-worker-0".into(), Role::Worker));
+    let h = Harness::start(store, config).await;
+    let run = h.create_run(1).await;
+    let mut thread = h.worker(&own);
+    // The same counter is not run again for the process's own worker: its
+    // (here made-up) count is recorded as reported.
+    let job = lease(&mut thread, run, 1).await.remove(0);
+    let unchecked = complete(&mut thread, vec![report(&job, true_count(&job) + 1)]).await.remove(0);
+    assert_eq!(unchecked.status, Outcome::Recorded as i32, "{unchecked:?}");
+    // Anyone else is recounted.
+    let remote = h.token("remote", Role::Worker).await;
+    let mut remote = h.worker(&remote);
+    let job = lease(&mut remote, run, 1).await.remove(0);
+    let lie = complete(&mut remote, vec![report(&job, true_count(&job) + 1)]).await.remove(0);
+    assert_eq!(lie.status, Outcome::Rejected as i32, "{lie:?}");
+    // A banded run is checked by column-sets, an independent counter, even
+    // for the process's own worker.
+    let banded = h
+        .census(Some(&h.operator))
+        .create_run(CreateRunRequest { stage: "44".into(), counter: "banded".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .run_id;
+    let job = lease(&mut thread, banded, 1).await.remove(0);
+    let mut wrong = report(&job, true_count(&job) + 1);
+    wrong.counter_version = CounterKind::Banded.version().into();
+    let checked = complete(&mut thread, vec![wrong]).await.remove(0);
+    assert_eq!(checked.status, Outcome::Rejected as i32, "{checked:?}");
+    assert!(checked.message.contains("independent check"), "{checked:?}");
+}
+
 /// A token dies with its lease: recount, fail, requeue and expiry fence it.
 async fn old_tokens_are_fenced(store: Arc<dyn JobStore>) {
     let h =
@@ -535,6 +574,7 @@ on_both_backends!(
     a_final_answer_cannot_be_changed,
     a_lying_worker_is_caught_and_quarantined,
     redundancy_counts_distinct_identities,
+    only_the_coordinators_own_workers_skip_the_same_counter,
     old_tokens_are_fenced,
     no_request_can_stop_the_census,
     leases_are_bounded,

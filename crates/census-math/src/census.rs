@@ -233,6 +233,23 @@ impl Census {
         }
     }
 
+    /// Whether [`Census::checking_counter`] is another algorithm than the
+    /// runs' own counter, so that a recount also catches a counter's
+    /// mistake, not only a lying worker: a 9x9 run with `banded` or
+    /// `enumerate`.
+    ///
+    /// ```
+    /// use census_math::census::Census;
+    /// let banded: Census = "sudoku stage=44 counter=banded".parse().unwrap();
+    /// let column_sets: Census = "sudoku stage=44 counter=column-sets".parse().unwrap();
+    /// assert!(banded.has_independent_check());
+    /// assert!(!column_sets.has_independent_check());
+    /// assert!(!Census::EssentiallyDifferent.has_independent_check());
+    /// ```
+    pub fn has_independent_check(&self) -> bool {
+        matches!(*self, Census::Sudoku { counter, .. } if counter != CounterKind::ColumnSets)
+    }
+
     /// What a group's count sum means to a reader, where it means more than
     /// the sum: for the 9x9 count, the completions of the class
     /// representative, 72 x the seed sum (the `class_totals` audit).

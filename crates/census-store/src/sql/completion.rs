@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use sqlx::Row;
 
-use super::decision::{JobView, Report, Verdict, decide};
 use super::backend::Backend;
+use super::decision::{JobView, Report, Verdict, decide};
 use super::{JobState, SqlStore, now_ms, parse_count};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
 

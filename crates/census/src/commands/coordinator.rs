@@ -176,6 +176,8 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             lease_ttl: Duration::from_secs(args.lease_ttl),
             auth: AuthConfig { public_read: args.public_read, ..AuthConfig::default() },
             validate_fraction: args.validate_fraction,
+            // It has no tokens of its own: every worker is someone else's.
+            trust_local_workers: false,
             tls,
         },
     );
