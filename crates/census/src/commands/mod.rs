@@ -36,7 +36,7 @@ pub const STAGE_HELP: &str = "The stage: 44|russell, 71|felgenhauer-jarvis, 174|
 
 /// The counters, as every command's help describes them.
 pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), banded (about 0.1 s a job) \
-     or enumerate (the paper's plain backtracking, a few seconds a job)";
+     or enumerate (the paper's plain backtracking, under a second a job)";
 
 /// The kinds of census, as every command's help names them.
 pub const CENSUS_HELP: &str = "Count another kind of census instead of the 9x9 count (--stage, --counter). \
