@@ -56,8 +56,6 @@ impl ClassTable {
     /// edges add nothing. The reference returns every band.
     fn build_with(stage: Stage, join_same_sets: fn(&[Band], &mut UnionFind) -> Vec<usize>) -> ClassTable {
         let catalogue = catalogue::catalogue();
-        let index: FxHashMap<[u8; 27], u32> =
-            catalogue.iter().enumerate().map(|(i, band)| (*band.cells(), i as u32)).collect();
         let mut components = UnionFind::new(catalogue.len());
         let moves = Moves::of(stage);
         let leaders: Vec<usize> = if moves.same_column_sets {
@@ -65,9 +63,19 @@ impl ClassTable {
         } else {
             (0..catalogue.len()).collect()
         };
+        // A few hundred leaders find their moves' bands by binary search in
+        // the sorted catalogue; for every band, a hash index pays for itself.
+        let index: Option<FxHashMap<[u8; 27], u32>> = (leaders.len() > catalogue.len() / 64)
+            .then(|| catalogue.iter().enumerate().map(|(i, band)| (*band.cells(), i as u32)).collect());
+        let locate = |cells: &[u8; 27]| match &index {
+            Some(index) => index[cells],
+            None => catalogue
+                .binary_search_by(|band| band.cells().cmp(cells))
+                .expect("a moved band normalizes into the catalogue") as u32,
+        };
 
         let mut join = |from: usize, moved: &[u8; 27]| {
-            let target = index[&normalize_cells(moved)];
+            let target = locate(&normalize_cells(moved));
             components.union(from as u32, target);
         };
         for i in leaders {

@@ -350,7 +350,10 @@ fn counters_and_stages_are_described_alike_everywhere() {
         assert_eq!(enumerate(&help(command)).as_deref(), Some(reference.as_str()), "census {command} --help");
     }
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    assert!(readme.contains("`enumerate` (the paper's plain backtracking,\nunder a second a job"), "README: {reference}");
+    assert!(
+        readme.contains("`enumerate` (the paper's plain backtracking,\nunder a second a job"),
+        "README: {reference}"
+    );
     for name in ["russell", "felgenhauer-jarvis", "rectangles", "rows", "stacks-columns", "catalogue"] {
         assert!(help("run").contains(name) && help("classes").contains(name), "{name}");
     }
