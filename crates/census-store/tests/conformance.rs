@@ -286,6 +286,30 @@ async fn postgres_store() -> Arc<dyn JobStore> {
     connect(&url, StoreConfig::default()).await.unwrap()
 }
 
+/// Progress reports a speed once a minute holds more results than the
+/// speed's index walk reads (10,000): the stacks-and-columns stage, 20,510
+/// jobs, counted by one worker in batches.
+async fn progress_reports_the_speed_of_many_recent_results(store: Arc<dyn JobStore>) {
+    const STAGE: &str = "sudoku stage=stacks-columns counter=column-sets";
+    let run = store.create_run(&spec(STAGE, 1), &jobs(STAGE)).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut done = 0;
+    while done <= 12_000 {
+        let leases = store.lease(Some(run), "w", 2048, TTL).await.unwrap();
+        let reports: Vec<Completion> = leases.iter().map(|l| completion(l, "w", true_count(l))).collect();
+        store.complete_many(&reports).await.unwrap();
+        done += leases.len();
+    }
+    let progress = store.progress(run).await.unwrap();
+    assert_eq!(progress.done, done as u64);
+    // At least 10,000 results in at most the time since the first: no slower
+    // than that, and a number.
+    let slowest = 10_000.0 / started.elapsed().as_secs_f64();
+    assert!(progress.jobs_per_second.is_finite(), "{progress:?}");
+    assert!(progress.jobs_per_second >= slowest, "{} jobs/s, below {slowest}", progress.jobs_per_second);
+    assert!(progress.eta.is_some_and(|eta| eta > Duration::ZERO), "{progress:?}");
+}
+
 macro_rules! conformance {
     ($($property:ident),* $(,)?) => {
         mod sqlite {
@@ -318,6 +342,7 @@ conformance!(
     redundant_runs_need_distinct_agreeing_workers,
     bad_input_gets_a_typed_error,
     a_forged_job_list_never_folds,
+    progress_reports_the_speed_of_many_recent_results,
 );
 
 #[tokio::test]
