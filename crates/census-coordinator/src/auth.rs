@@ -110,8 +110,9 @@ pub async fn authorize(
         )));
     };
     let hash = hash_token(token);
-    let local = config.local.contains_key(&hash);
-    let record = match config.local.get(&hash) {
+    let own = config.local.get(&hash);
+    let local = own.is_some();
+    let record = match own {
         Some((name, role)) => TokenRecord {
             name: name.clone(),
             role: *role,

@@ -260,23 +260,13 @@ impl SqlStore {
         // statement for many jobs (VALUES columns are column1.. on both
         // backends), not one round trip a job.
         let decided: Vec<_> = deltas.jobs.iter().collect();
+        let count = |p: &str| self.backend.count(p);
         for chunk in decided.chunks(self.backend.rows_per_statement(500, 4)) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| {
-                    let p = i * 4 + 2;
-                    format!(
-                        "(CAST(${p} AS BIGINT), CAST(${} AS TEXT), {}, CAST(${} AS BIGINT))",
-                        p + 1,
-                        self.backend.count(&format!("${}", p + 2)),
-                        p + 3
-                    )
-                })
-                .collect();
+            let rows = values_rows(chunk.len(), 2, &[&bigint, &text, &count, &bigint]);
             let sql = format!(
                 "UPDATE jobs SET state = v.column2, count = COALESCE(v.column3, jobs.count), votes = jobs.votes + v.column4,
                         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = $1
-                 FROM (VALUES {}) AS v WHERE jobs.id = v.column1",
-                rows.join(", ")
+                 FROM (VALUES {rows}) AS v WHERE jobs.id = v.column1"
             );
             let mut query = sqlx::query(&sql).bind(now);
             for &(&job, &(state, count, votes)) in chunk {
@@ -338,17 +328,15 @@ impl SqlStore {
         classes: &BTreeMap<(RunId, i64), (u128, i64)>,
     ) -> Result<(), StoreError> {
         let classes: Vec<_> = classes.iter().collect();
+        let count = |p: &str| self.backend.count(p);
         for chunk in classes.chunks(self.backend.rows_per_statement(500, 4)) {
             if self.backend == Backend::Postgres {
                 // A join with VALUES is an index probe a row; a row-value
                 // IN list of a hundred pairs was planned as a scan (36 ms).
-                let pairs: Vec<String> = (0..chunk.len())
-                    .map(|i| format!("(CAST(${} AS BIGINT), CAST(${} AS BIGINT))", 2 * i + 1, 2 * i + 2))
-                    .collect();
+                let pairs = values_rows(chunk.len(), 1, &[&bigint, &bigint]);
                 let sql = format!(
-                    "SELECT 1 FROM classes c JOIN (VALUES {}) AS v ON c.run_id = v.column1 AND c.class_id = v.column2
-                     ORDER BY c.run_id, c.class_id FOR UPDATE OF c",
-                    pairs.join(", ")
+                    "SELECT 1 FROM classes c JOIN (VALUES {pairs}) AS v ON c.run_id = v.column1 AND c.class_id = v.column2
+                     ORDER BY c.run_id, c.class_id FOR UPDATE OF c"
                 );
                 let mut lock = sqlx::query(&sql);
                 for &(&(run, class), _) in chunk {
@@ -356,21 +344,10 @@ impl SqlStore {
                 }
                 lock.fetch_all(&mut **tx).await?;
             }
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| {
-                    let p = i * 4 + 1;
-                    format!(
-                        "(CAST(${p} AS BIGINT), CAST(${} AS BIGINT), {}, CAST(${} AS BIGINT))",
-                        p + 1,
-                        self.backend.count(&format!("${}", p + 2)),
-                        p + 3
-                    )
-                })
-                .collect();
+            let rows = values_rows(chunk.len(), 1, &[&bigint, &bigint, &count, &bigint]);
             let sql = format!(
                 "UPDATE classes SET count_sum = classes.count_sum + v.column3, jobs_done = classes.jobs_done + v.column4
-                 FROM (VALUES {}) AS v WHERE classes.run_id = v.column1 AND classes.class_id = v.column2",
-                rows.join(", ")
+                 FROM (VALUES {rows}) AS v WHERE classes.run_id = v.column1 AND classes.class_id = v.column2"
             );
             let mut update = sqlx::query(&sql);
             for &(&(run, class), &(count, jobs_done)) in chunk {
@@ -479,4 +456,28 @@ impl SqlStore {
         }
         Ok(())
     }
+}
+
+/// The rows of a `VALUES` list: `rows` tuples of `columns`, each column an
+/// expression around its parameter, numbered from `$first` row by row. (The
+/// casts give both backends the column types; VALUES columns are column1,
+/// column2, ... on both.)
+fn values_rows(rows: usize, first: usize, columns: &[&dyn Fn(&str) -> String]) -> String {
+    let row = |i: usize| {
+        let cells: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(j, column)| column(&format!("${}", first + i * columns.len() + j)))
+            .collect();
+        format!("({})", cells.join(", "))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
+fn bigint(parameter: &str) -> String {
+    format!("CAST({parameter} AS BIGINT)")
+}
+
+fn text(parameter: &str) -> String {
+    format!("CAST({parameter} AS TEXT)")
 }
