@@ -87,6 +87,39 @@ fn the_kubernetes_manifests_are_valid_kubernetes() {
     assert!(!output.contains("ERROR"), "{output}");
 }
 
+/// Users get the public images: the Dockerfile's base images are build
+/// arguments whose defaults are the public ones and its default (last) stage
+/// compiles census; the compose file's Postgres is the official image unless
+/// CENSUS_POSTGRES_IMAGE names the stand-in (scripts/container-images).
+#[test]
+fn the_public_images_stay_the_defaults() {
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    for default in ["ARG RUST_IMAGE=rust:1-slim-bookworm", "ARG RUNTIME_IMAGE=debian:bookworm-slim"] {
+        assert!(dockerfile.lines().any(|l| l == default), "the Dockerfile has `{default}`");
+    }
+    let stages: Vec<&str> = dockerfile.lines().filter(|l| l.starts_with("FROM ")).collect();
+    assert_eq!(stages.first().copied(), Some("FROM ${RUST_IMAGE} AS build"), "{stages:?}");
+    assert_eq!(stages.last().copied(), Some("FROM runtime"), "the default target is the last stage: {stages:?}");
+    let final_stage = dockerfile.rsplit("\nFROM ").next().unwrap();
+    assert!(final_stage.contains("COPY --from=build "), "the default target takes the binary built in the image");
+
+    let (compose, _) = tools();
+    let config = |image: Option<&str>| {
+        let mut command = Command::new(compose);
+        command.arg("-f").arg(root().join("docker-compose.yml")).arg("config");
+        match image {
+            Some(image) => command.env("CENSUS_POSTGRES_IMAGE", image),
+            None => command.env_remove("CENSUS_POSTGRES_IMAGE"),
+        };
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "{command:?}: {}", String::from_utf8_lossy(&output.stderr));
+        let resolved: Value = serde_yaml::from_slice(&output.stdout).unwrap();
+        resolved["services"]["postgres"]["image"].as_str().unwrap().to_string()
+    };
+    assert_eq!(config(None), "postgres:15");
+    assert_eq!(config(Some("localhost/census-postgres:15")), "localhost/census-postgres:15");
+}
+
 /// Every `census ...` command line in the deployment files, with the
 /// CENSUS_* variables set beside it.
 fn command_lines() -> Vec<(Vec<String>, Vec<String>)> {
