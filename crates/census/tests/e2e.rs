@@ -106,18 +106,11 @@ fn census_run_interrupted_resumes_and_ends_exact() {
     // The banded counter takes about 0.1 s a job: a stage runs for tens of
     // seconds, long enough to interrupt. Not the default stage, so that the
     // hint must name it.
-    let mut first = census()
-        .args(["run", "--database", &db, "--stage", "71", "--counter", "banded", "--workers", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(4));
-    signal(&first, libc::SIGINT);
-    let status = wait_with_timeout(&mut first, Duration::from_secs(60));
-    let output = first.wait_with_output().unwrap();
-    let printed = text(&output);
-    assert_eq!(status.code(), Some(130), "{printed}");
+    // Interrupted once some jobs are done (asked, not waited for), so the
+    // second run must resume.
+    let (code, printed) =
+        interrupt_run(&["run", "--database", &db, "--stage", "71", "--counter", "banded", "--workers", "2"], 0, 1);
+    assert_eq!(code, Some(130), "{printed}");
     assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
 
     // Do exactly what the hint says.
@@ -134,6 +127,86 @@ fn census_run_interrupted_resumes_and_ends_exact() {
         "the same run, not a new Russell run: {printed}"
     );
     assert!(printed.contains(N0_PRINTED), "{printed}");
+}
+
+/// Starts `census run` with `args`, waits until the run's own coordinator
+/// reports at least `leased` jobs in hand and `done` jobs done (asked on the
+/// loopback port the run prints), and interrupts it with SIGINT; what it
+/// printed, and its exit status.
+fn interrupt_run(args: &[&str], leased: u64, done: u64) -> (Option<i32>, String) {
+    use std::io::BufRead;
+    let mut child = census().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = lines.send(line);
+        }
+    });
+    let mut printed = String::new();
+    // Creating a 2x6 run builds and stores 947,985 jobs: minutes at most.
+    let address = loop {
+        match seen.recv_timeout(Duration::from_secs(600)) {
+            Ok(line) => {
+                printed.push_str(&format!("{line}\n"));
+                if let Some(rest) = line.strip_prefix("serving on ") {
+                    break rest.split_whitespace().next().unwrap().to_string();
+                }
+            }
+            Err(error) => panic!("census run never started serving ({error}): {printed}"),
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let output = census().args(["status", "--coordinator", &address, "--json"]).output().unwrap();
+        if let Ok(status) = serde_json::from_slice::<serde_json::Value>(&output.stdout)
+            && status["leased"].as_u64().unwrap_or(0) >= leased
+            && status["done"].as_u64().unwrap_or(0) >= done
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run never got to {leased} leased, {done} done: {}", text(&output));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    signal(&child, libc::SIGINT);
+    // Generous: what is checked is that it exits, not how fast.
+    let status = wait_with_timeout(&mut child, Duration::from_secs(120));
+    while let Ok(line) = seen.recv_timeout(Duration::from_secs(5)) {
+        printed.push_str(&format!("{line}\n"));
+    }
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status.code(), printed + &stderr)
+}
+
+/// Jobs of minutes (2x6 boxes) stop when the run is interrupted: the
+/// counters read a cancellation flag, the process exits, and the run
+/// resumes (the same run, its jobs back in the queue, none failed).
+#[test]
+fn ctrl_c_stops_a_run_of_long_jobs_and_it_resumes() {
+    let db = temp_db("long-jobs");
+    let refused = census().args(["run", "--database", &db, "--census", "shape boxes=2x6"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("needs Postgres") && text(&refused).contains("--allow-sqlite"),
+        "{}",
+        text(&refused)
+    );
+
+    let args = ["run", "--database", &db, "--census", "shape boxes=2x6", "--allow-sqlite", "--workers", "2"];
+    let (code, printed) = interrupt_run(&args, 1, 0);
+    assert_eq!(code, Some(130), "{printed}");
+    assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
+    assert!(printed.contains("--census \"shape boxes=2x6\""), "{printed}");
+
+    // Resumable: the same run again (not a second one), and stopped again.
+    let (code, printed) = interrupt_run(&args, 1, 0);
+    assert_eq!(code, Some(130), "{printed}");
+    assert!(printed.contains("shape boxes=2x6 (63199 classes), 947985 jobs"), "{printed}");
+    let status = census().args(["status", "--database", &db, "--json"]).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!((status["run_id"].as_i64(), status["failed"].as_i64()), (Some(1), Some(0)), "{status}");
 }
 
 #[test]
@@ -277,7 +350,10 @@ fn a_postgres_cluster_counts_the_essentially_different_grids() {
     let coordinator = cluster.coordinator(&["--census", "essentially-different"]);
     cluster.children.push(coordinator);
     cluster.wait_until_serving();
-    let mut workers = vec![cluster.worker("one"), cluster.worker("two")];
+    // Each worker has its share of the 282 jobs (--max-jobs), so both take
+    // part whatever the machine: neither can lease the other's share.
+    let mut workers =
+        vec![cluster.worker_with("one", &["--max-jobs", "82"]), cluster.worker_with("two", &["--max-jobs", "200"])];
     for worker in &mut workers {
         assert!(wait_with_timeout(worker, Duration::from_secs(600)).success());
     }
@@ -292,7 +368,10 @@ fn a_postgres_cluster_counts_the_essentially_different_grids() {
     assert_eq!(cluster.sql("SELECT COUNT(*) FROM group_totals WHERE count_sum > 0 AND complete"), "27");
     assert_eq!(cluster.sql("SELECT count_sum FROM group_totals WHERE label = 'class 0'"), "18383222420692992");
     assert_counted_once(&cluster, 282);
-    assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
+    assert_eq!(
+        cluster.sql("SELECT string_agg(worker || ':' || jobs, ',' ORDER BY worker) FROM worker_stats WHERE run_id = 1"),
+        "one:82,two:200"
+    );
 
     // A third kind on the same cluster: 2x4 boxes, submitted to the running
     // coordinator. Its classes contribute weight x F(S)^2 in the audit view.
@@ -320,7 +399,11 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     let coordinator = cluster.coordinator(&["--stage", "44"]);
     cluster.children.push(coordinator);
     cluster.wait_until_serving();
-    let mut workers = vec![cluster.worker("one"), cluster.worker("two")];
+    // With microsecond jobs one worker could lease all 440 before the other
+    // starts; each has its share (--max-jobs), so both take part on any
+    // machine, and each counts exactly its share.
+    let mut workers =
+        vec![cluster.worker_with("one", &["--max-jobs", "40"]), cluster.worker_with("two", &["--max-jobs", "400"])];
     for worker in &mut workers {
         assert!(wait_with_timeout(worker, Duration::from_secs(120)).success());
     }
@@ -348,8 +431,11 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
         assert!(printed.contains(&expected), "class {} as gRPC shows it: {expected}\n{printed}", parts[0]);
     }
     assert_counted_once(&cluster, 440);
-    // Both workers took part, under their tokens' names.
-    assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
+    // Both workers took part, under their tokens' names, each its share.
+    assert_eq!(
+        cluster.sql("SELECT string_agg(worker || ':' || jobs, ',' ORDER BY worker) FROM worker_stats"),
+        "one:40,two:400"
+    );
     // A tampered stored total is refused, never printed as the answer.
     cluster.sql("UPDATE runs SET weighted_sum = weighted_sum + 1, answer = answer + 1");
     let tampered = census()
