@@ -438,3 +438,16 @@ fn a_database_password_is_never_printed() {
         assert!(printed.contains(&format!("postgres://census:***@127.0.0.1:{port}/census")), "{args:?}: {printed}");
     }
 }
+
+/// Reading a database never creates one: a missing file is refused by name
+/// (exit 2) and stays missing.
+#[test]
+fn status_of_a_missing_database_file_creates_nothing() {
+    let missing = temp_path("missing.db");
+    let _ = std::fs::remove_file(&missing);
+    let output = census(&["status", "--database", missing.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("there is no database file"), "{stderr}");
+    assert!(!missing.exists(), "status created {}", missing.display());
+}
