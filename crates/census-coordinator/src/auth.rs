@@ -82,7 +82,8 @@ pub struct AuthConfig {
     pub local: HashMap<String, (String, Role)>,
 }
 
-const HOW_TO_GET_ONE: &str = "an operator creates one with `census token create --role worker --name NAME --database URL` \
+const HOW_TO_GET_ONE: &str = "an operator creates one with `census token create --role ROLE --name NAME --database URL` \
+     (`--role reader` to read progress and results, `--role worker` to count, `--role operator` to manage runs) \
      and passes it as `--token` (or CENSUS_TOKEN)";
 
 fn bearer(metadata: &MetadataMap) -> Result<Option<&str>, Status> {

@@ -25,6 +25,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::AtomicBool;
 
 use num_bigint::BigUint;
 
@@ -71,6 +72,9 @@ pub enum CensusError {
     /// The results cannot be folded: missing, repeated or foreign jobs,
     /// inconsistent weights, or a sum the formula refuses.
     BadResults(String),
+    /// The count was stopped by its cancellation flag before it was done;
+    /// nothing of it is kept.
+    Cancelled,
 }
 
 impl fmt::Display for CensusError {
@@ -79,6 +83,7 @@ impl fmt::Display for CensusError {
             CensusError::BadCensus { text, reason } => write!(f, "bad census {text:?}: {reason}"),
             CensusError::BadKey { key, reason } => write!(f, "bad job key {key:?}: {reason}"),
             CensusError::BadResults(reason) => write!(f, "the results cannot be folded: {reason}"),
+            CensusError::Cancelled => write!(f, "the count was cancelled before it was done"),
         }
     }
 }
@@ -373,8 +378,17 @@ pub enum JobCounter {
 impl JobCounter {
     /// The count of one job, from its key alone.
     pub fn count(&self, key: &str) -> Result<u128, CensusError> {
+        static NEVER: AtomicBool = AtomicBool::new(false);
+        self.count_cancellable(key, &NEVER)
+    }
+
+    /// The count of one job, or [`CensusError::Cancelled`] once `cancel` is
+    /// set: every counter that can take a second or more reads the flag as
+    /// it goes and stops well within a second; a partial count is never
+    /// returned.
+    pub fn count_cancellable(&self, key: &str, cancel: &AtomicBool) -> Result<u128, CensusError> {
         let bad = |reason: String| CensusError::BadKey { key: key.to_string(), reason };
-        match self {
+        let count = match self {
             JobCounter::Sudoku(counter) => {
                 let (band, seed) = key.split_once(' ').ok_or_else(|| bad("not BAND SEED".into()))?;
                 let band: Band = band.parse().map_err(|e: crate::BandError| bad(e.to_string()))?;
@@ -382,16 +396,19 @@ impl JobCounter {
                     return Err(bad("the band's B1 is not 123/456/789".into()));
                 }
                 let seed = parse_seed(seed).ok_or_else(|| bad(format!("{seed:?} is not a seed like 235/689")))?;
-                Ok(u128::from(counter.count(&band, &seed)))
+                counter.count_cancellable(&band, &seed, cancel).map(u128::from)
             }
-            JobCounter::EssentiallyDifferent => ed::count_job(key).map_err(|e| bad(e.to_string())),
+            JobCounter::EssentiallyDifferent => {
+                ed::count_job_cancellable(key, cancel).map_err(|e| bad(e.to_string()))?
+            }
             JobCounter::Shape { c } => {
                 if !key.starts_with(&format!("2x{c}:")) {
                     return Err(bad(format!("not a 2 x {c} key")));
                 }
-                shapes::count_job(key).map_err(|e| bad(e.to_string()))
+                shapes::count_job_cancellable(key, cancel).map_err(|e| bad(e.to_string()))?
             }
-        }
+        };
+        count.ok_or(CensusError::Cancelled)
     }
 }
 

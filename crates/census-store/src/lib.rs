@@ -61,6 +61,19 @@ pub const MAX_REDUNDANCY: u32 = 5;
 /// The longest identity (token name) the store keeps.
 pub const MAX_IDENTITY_LEN: usize = 64;
 
+/// `url` with the password of its user information replaced by `***`
+/// (`postgres://census:***@db:5432/census`): what logs, errors and status
+/// may show of a database URL.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let Some((user_info, host)) = authority.rsplit_once('@') else { return url.to_string() };
+    let user = user_info.split_once(':').map_or(user_info, |(user, _)| user);
+    let password = if user_info.contains(':') { ":***" } else { "" };
+    format!("{scheme}://{user}{password}@{host}{path}")
+}
+
 /// Opens (creating if needed) the store at `url` and runs its migrations:
 /// `postgres://...` or `postgresql://...` is Postgres; `sqlite://PATH`,
 /// `sqlite:PATH` or a bare path is an SQLite file.

@@ -9,10 +9,11 @@
 //! coordinator's address.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use census_math::census::{Census, JobCounter};
+use census_math::census::{Census, CensusError, JobCounter};
 use census_proto::client::{AuthChannel, ClientConfig};
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_client::WorkerServiceClient;
@@ -35,6 +36,9 @@ pub struct WorkerConfig {
     pub exit_when_done: bool,
     /// Only this run's jobs.
     pub run: Option<i64>,
+    /// Lease at most this many jobs in all, then exit once they are
+    /// reported (a batch scheduler's time slot; a test's fair share).
+    pub max_jobs: Option<u64>,
 }
 
 /// Asks a worker to stop.
@@ -42,7 +46,9 @@ pub struct WorkerConfig {
 pub enum Stop {
     /// Keep working.
     No,
-    /// Lease nothing more; finish and report the jobs in hand.
+    /// Lease nothing more; stop counting (a job being counted stops well
+    /// within a second, its lease left to expire so that it is leased
+    /// again), and report what is counted.
     Drain,
     /// Stop at once; leases in hand expire and are counted elsewhere.
     Now,
@@ -80,6 +86,13 @@ const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_CAP: Duration = Duration::from_secs(10);
 /// How long a draining worker keeps trying to report the counts in hand.
 const DRAIN_REPORT_DEADLINE: Duration = Duration::from_secs(30);
+/// The deadline of a call that does no counting (lease, heartbeat, fail): a
+/// coordinator that does not answer in this time (hung, stopped, behind a
+/// dead link) is treated as unreachable, so nothing waits on it forever.
+pub const CALL_DEADLINE: Duration = Duration::from_secs(20);
+/// A report's deadline: the coordinator counts each result again before it
+/// answers, which takes about as long as counting did; this much on top.
+const REPORT_DEADLINE_BASE: Duration = Duration::from_secs(30);
 /// The longest failure reason the coordinator accepts.
 const MAX_REASON: usize = 1000;
 
@@ -121,18 +134,43 @@ pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Re
     }
     let channel = census_proto::client::connect_lazy(&config.coordinator).map_err(WorkerError::Config)?;
     let client = WorkerServiceClient::new(channel).max_decoding_message_size(64 << 20);
-    let mut worker = Worker { config, client, stop, counters: HashMap::new(), report: WorkerReport::default() };
-    worker.work().await?;
+    // Any stop cancels the counts under way: a job of an hour stops within
+    // a second, and its lease, no longer heartbeated, expires and the job is
+    // leased again (it is not failed).
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut watching = stop.clone();
+    let flag = cancel.clone();
+    let watcher = tokio::spawn(async move {
+        if watching.wait_for(|s| *s != Stop::No).await.is_ok() {
+            flag.store(true, Ordering::Relaxed);
+        }
+    });
+    let mut worker =
+        Worker { config, client, stop, cancel, counters: HashMap::new(), report: WorkerReport::default(), leased: 0 };
+    let worked = worker.work().await;
+    watcher.abort();
+    worked?;
     Ok(worker.report)
+}
+
+/// `request` with a deadline.
+fn deadline<T>(message: T, limit: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(limit);
+    request
 }
 
 struct Worker {
     config: WorkerConfig,
     client: WorkerServiceClient<AuthChannel>,
     stop: watch::Receiver<Stop>,
+    /// Set when the worker is told to stop: the counts under way give up.
+    cancel: Arc<AtomicBool>,
     /// One counter per census met, with its counter version.
     counters: HashMap<String, Arc<CensusCounter>>,
     report: WorkerReport,
+    /// Jobs leased so far, against `max_jobs`.
+    leased: u64,
 }
 
 impl Worker {
@@ -153,12 +191,20 @@ impl Worker {
         let mut backoff = BACKOFF_START;
         let mut idle_polls = 0u32;
         while self.stopping() == Stop::No {
+            let wanted = match self.config.max_jobs {
+                Some(max) if self.leased >= max => {
+                    tracing::info!(jobs = self.leased, "leased the jobs it was allowed (--max-jobs); the worker exits");
+                    break;
+                }
+                Some(max) => u64::from(batch).min(max - self.leased) as u32,
+                None => batch,
+            };
             let request = LeaseJobsRequest {
                 worker_id: self.config.worker_id.clone(),
-                max_jobs: batch,
+                max_jobs: wanted,
                 run_id: self.config.run.unwrap_or(0),
             };
-            let response = match self.client.lease_jobs(request).await {
+            let response = match self.client.lease_jobs(deadline(request, CALL_DEADLINE)).await {
                 Ok(response) => {
                     backoff = BACKOFF_START;
                     response.into_inner()
@@ -175,6 +221,12 @@ impl Worker {
                 }
             };
             if response.jobs.is_empty() {
+                // Nothing new: let the last batch's report finish now, so
+                // its leases stop being heartbeated (an idle worker would
+                // otherwise hear "lost" about jobs long recorded).
+                if let Some(previous) = reporting.take() {
+                    self.finish_report(previous).await;
+                }
                 if response.idle && self.config.exit_when_done {
                     tracing::info!("no run has work left; the worker exits");
                     break;
@@ -189,6 +241,7 @@ impl Worker {
                 continue;
             }
             idle_polls = 0;
+            self.leased += response.jobs.len() as u64;
             let ttl = Duration::from_secs(u64::from(response.lease_ttl_seconds.max(1)));
             let started = Instant::now();
             let jobs = response.jobs.len();
@@ -210,7 +263,13 @@ impl Worker {
             if let Some(previous) = reporting.take() {
                 self.finish_report(previous).await;
             }
-            reporting = Some((tokio::spawn(self.reporter().report(results)), heartbeat));
+            // The report stops its leases' heartbeat as soon as it is answered.
+            let reporter = self.reporter();
+            reporting = Some(tokio::spawn(async move {
+                let tally = reporter.report(results).await;
+                heartbeat.abort();
+                tally
+            }));
         }
         if let Some(previous) = reporting.take() {
             self.finish_report(previous).await;
@@ -218,13 +277,12 @@ impl Worker {
         Ok(())
     }
 
-    /// Waits for a batch's report, then stops its leases' heartbeat.
-    async fn finish_report(&mut self, (report, heartbeat): InFlight) {
+    /// Waits for a batch's report (which stops its leases' heartbeat).
+    async fn finish_report(&mut self, report: InFlight) {
         match report.await {
             Ok(tally) => self.report.add(tally),
             Err(error) => tracing::error!(%error, "reporting a batch failed; its leases will expire"),
         }
-        heartbeat.abort();
     }
 
     fn reporter(&self) -> Reporter {
@@ -270,8 +328,8 @@ impl Worker {
         let tasks: Vec<_> = chunks
             .into_iter()
             .map(|chunk| {
-                let cancelled = cancelled.clone();
-                tokio::task::spawn_blocking(move || count_chunk(chunk, &cancelled))
+                let (lost, cancel) = (cancelled.clone(), self.cancel.clone());
+                tokio::task::spawn_blocking(move || count_chunk(chunk, &lost, &cancel))
             })
             .collect();
         let mut results = Vec::new();
@@ -294,6 +352,12 @@ impl Worker {
         for (job, reason) in failures {
             self.fail(&job, &reason).await;
         }
+        if self.cancel.load(Ordering::Relaxed) {
+            tracing::info!(
+                counted = results.len(),
+                "stopping: the jobs not counted yet are left to their leases, which expire and are leased again"
+            );
+        }
         self.report.jobs_counted += results.len() as u64;
         let cancelled = cancelled.lock().expect("never poisoned");
         results.retain(|r| !cancelled.contains(&r.token));
@@ -313,7 +377,7 @@ impl Worker {
             loop {
                 tokio::time::sleep(every).await;
                 let request = HeartbeatRequest { worker_id: worker_id.clone(), tokens: tokens.clone() };
-                match client.heartbeat(request).await {
+                match client.heartbeat(deadline(request, CALL_DEADLINE)).await {
                     Ok(response) => {
                         let lost = response.into_inner().cancel_tokens;
                         if !lost.is_empty() {
@@ -335,7 +399,7 @@ impl Worker {
             token: job.token.clone(),
             reason: truncate(reason, MAX_REASON),
         };
-        if let Err(status) = self.client.fail_job(request).await {
+        if let Err(status) = self.client.fail_job(deadline(request, CALL_DEADLINE)).await {
             tracing::warn!(job = job.job_id, error = %status.message(), "could not report the failure; the lease will expire");
         }
     }
@@ -351,8 +415,8 @@ async fn pause(stop: &watch::Receiver<Stop>, duration: Duration) -> Stop {
     *stop.borrow()
 }
 
-/// A batch's report under way, and the heartbeat that keeps its leases.
-type InFlight = (tokio::task::JoinHandle<WorkerReport>, tokio::task::JoinHandle<()>);
+/// A batch's report under way (its task also ends the leases' heartbeat).
+type InFlight = tokio::task::JoinHandle<WorkerReport>;
 
 /// Reports a batch's counts, retrying while the coordinator is away; runs
 /// beside the counting of the next batch.
@@ -372,6 +436,8 @@ impl Reporter {
         }
         let mut backoff = BACKOFF_START;
         let mut drain_deadline = None;
+        let counting: f64 = results.iter().map(|r| r.elapsed_seconds).sum();
+        let limit = REPORT_DEADLINE_BASE + Duration::from_secs_f64(2.0 * counting.min(86_400.0));
         loop {
             if *self.stop.borrow() == Stop::Drain {
                 let deadline = *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_REPORT_DEADLINE);
@@ -384,7 +450,7 @@ impl Reporter {
                 }
             }
             let request = CompleteJobsRequest { worker_id: self.worker_id.clone(), results: results.clone() };
-            match self.client.complete_jobs(request).await {
+            match self.client.complete_jobs(deadline(request, limit)).await {
                 Ok(response) => {
                     for outcome in response.into_inner().outcomes {
                         match OutcomeStatus::try_from(outcome.status).unwrap_or(OutcomeStatus::Rejected) {
@@ -396,7 +462,15 @@ impl Reporter {
                     }
                     return tally;
                 }
-                Err(status) if status.code() == tonic::Code::Unavailable || status.code() == tonic::Code::Unknown => {
+                Err(status)
+                    if matches!(
+                        status.code(),
+                        tonic::Code::Unavailable
+                            | tonic::Code::Unknown
+                            | tonic::Code::DeadlineExceeded
+                            | tonic::Code::Cancelled
+                    ) =>
+                {
                     metrics::counter!("census_worker_retries_total", "call" => "report").increment(1);
                     tracing::warn!(error = %status.message(), retry_in = ?backoff, "cannot report results; retrying");
                     if pause(&self.stop, jittered(backoff)).await == Stop::Now {
@@ -420,20 +494,26 @@ struct CensusCounter {
 }
 
 /// Counts jobs on the current (blocking) thread; a job cancelled by a lost
-/// lease is skipped.
+/// lease is skipped; once `cancel` is set, the job under way gives up and
+/// the rest are left uncounted.
 fn count_chunk(
     chunk: Vec<(Job, Arc<CensusCounter>)>,
     cancelled: &Mutex<HashSet<String>>,
+    cancel: &AtomicBool,
 ) -> (Vec<JobResult>, Vec<(Job, String)>) {
     let mut results = Vec::with_capacity(chunk.len());
     let mut failures = Vec::new();
     for (job, counter) in chunk {
+        if cancel.load(Ordering::Relaxed) {
+            break;
+        }
         if cancelled.lock().expect("never poisoned").contains(&job.token) {
             continue;
         }
         let started = Instant::now();
-        let count = match counter.counter.count(&job.key) {
+        let count = match counter.counter.count_cancellable(&job.key, cancel) {
             Ok(count) => count,
+            Err(CensusError::Cancelled) => break,
             Err(error) => {
                 failures.push((job, error.to_string()));
                 continue;

@@ -91,8 +91,14 @@ fn census_run_counts_other_kinds_on_sqlite() {
     }
     let output = census().args(["verify", "--database", &db, "--census", "shape boxes=3x2"]).output().unwrap();
     let printed = text(&output);
-    // 3x2 and 2x3 are one census (the transpose): one run, nothing to compare.
-    assert!(!output.status.success() && printed.contains("found 1"), "{printed}");
+    // 3x2 and 2x3 are one census (the transpose): one run, compared with
+    // the published count (Sudoku Players' Forum, 2005).
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains("run 2 (shape boxes=2x3): the answer = 28,200,960"), "{printed}");
+    assert!(printed.contains("agree: the run gives the published count"), "{printed}");
+    let output = census().args(["verify", "--database", &db, "--census", "essentially-different"]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("published: 5,472,730,538"), "{}", text(&output));
     let output = census().args(["status", "--database", &db, "--census", "essentially-different"]).output().unwrap();
     let printed = text(&output);
     assert!(output.status.success(), "{printed}");
@@ -106,18 +112,11 @@ fn census_run_interrupted_resumes_and_ends_exact() {
     // The banded counter takes about 0.1 s a job: a stage runs for tens of
     // seconds, long enough to interrupt. Not the default stage, so that the
     // hint must name it.
-    let mut first = census()
-        .args(["run", "--database", &db, "--stage", "71", "--counter", "banded", "--workers", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(4));
-    signal(&first, libc::SIGINT);
-    let status = wait_with_timeout(&mut first, Duration::from_secs(60));
-    let output = first.wait_with_output().unwrap();
-    let printed = text(&output);
-    assert_eq!(status.code(), Some(130), "{printed}");
+    // Interrupted once some jobs are done (asked, not waited for), so the
+    // second run must resume.
+    let (code, printed) =
+        interrupt_run(&["run", "--database", &db, "--stage", "71", "--counter", "banded", "--workers", "2"], 0, 1);
+    assert_eq!(code, Some(130), "{printed}");
     assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
 
     // Do exactly what the hint says.
@@ -134,6 +133,86 @@ fn census_run_interrupted_resumes_and_ends_exact() {
         "the same run, not a new Russell run: {printed}"
     );
     assert!(printed.contains(N0_PRINTED), "{printed}");
+}
+
+/// Starts `census run` with `args`, waits until the run's own coordinator
+/// reports at least `leased` jobs in hand and `done` jobs done (asked on the
+/// loopback port the run prints), and interrupts it with SIGINT; what it
+/// printed, and its exit status.
+fn interrupt_run(args: &[&str], leased: u64, done: u64) -> (Option<i32>, String) {
+    use std::io::BufRead;
+    let mut child = census().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = lines.send(line);
+        }
+    });
+    let mut printed = String::new();
+    // Creating a 2x6 run builds and stores 947,985 jobs: minutes at most.
+    let address = loop {
+        match seen.recv_timeout(Duration::from_secs(600)) {
+            Ok(line) => {
+                printed.push_str(&format!("{line}\n"));
+                if let Some(rest) = line.strip_prefix("serving on ") {
+                    break rest.split_whitespace().next().unwrap().to_string();
+                }
+            }
+            Err(error) => panic!("census run never started serving ({error}): {printed}"),
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let output = census().args(["status", "--coordinator", &address, "--json"]).output().unwrap();
+        if let Ok(status) = serde_json::from_slice::<serde_json::Value>(&output.stdout)
+            && status["leased"].as_u64().unwrap_or(0) >= leased
+            && status["done"].as_u64().unwrap_or(0) >= done
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run never got to {leased} leased, {done} done: {}", text(&output));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    signal(&child, libc::SIGINT);
+    // Generous: what is checked is that it exits, not how fast.
+    let status = wait_with_timeout(&mut child, Duration::from_secs(120));
+    while let Ok(line) = seen.recv_timeout(Duration::from_secs(5)) {
+        printed.push_str(&format!("{line}\n"));
+    }
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status.code(), printed + &stderr)
+}
+
+/// Jobs of minutes (2x6 boxes) stop when the run is interrupted: the
+/// counters read a cancellation flag, the process exits, and the run
+/// resumes (the same run, its jobs back in the queue, none failed).
+#[test]
+fn ctrl_c_stops_a_run_of_long_jobs_and_it_resumes() {
+    let db = temp_db("long-jobs");
+    let refused = census().args(["run", "--database", &db, "--census", "shape boxes=2x6"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("needs Postgres") && text(&refused).contains("--allow-sqlite"),
+        "{}",
+        text(&refused)
+    );
+
+    let args = ["run", "--database", &db, "--census", "shape boxes=2x6", "--allow-sqlite", "--workers", "2"];
+    let (code, printed) = interrupt_run(&args, 1, 0);
+    assert_eq!(code, Some(130), "{printed}");
+    assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
+    assert!(printed.contains("--census \"shape boxes=2x6\""), "{printed}");
+
+    // Resumable: the same run again (not a second one), and stopped again.
+    let (code, printed) = interrupt_run(&args, 1, 0);
+    assert_eq!(code, Some(130), "{printed}");
+    assert!(printed.contains("shape boxes=2x6 (63199 classes), 947985 jobs"), "{printed}");
+    let status = census().args(["status", "--database", &db, "--json"]).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!((status["run_id"].as_i64(), status["failed"].as_i64()), (Some(1), Some(0)), "{status}");
 }
 
 #[test]
@@ -277,7 +356,10 @@ fn a_postgres_cluster_counts_the_essentially_different_grids() {
     let coordinator = cluster.coordinator(&["--census", "essentially-different"]);
     cluster.children.push(coordinator);
     cluster.wait_until_serving();
-    let mut workers = vec![cluster.worker("one"), cluster.worker("two")];
+    // Each worker has its share of the 282 jobs (--max-jobs), so both take
+    // part whatever the machine: neither can lease the other's share.
+    let mut workers =
+        vec![cluster.worker_with("one", &["--max-jobs", "82"]), cluster.worker_with("two", &["--max-jobs", "200"])];
     for worker in &mut workers {
         assert!(wait_with_timeout(worker, Duration::from_secs(600)).success());
     }
@@ -292,7 +374,10 @@ fn a_postgres_cluster_counts_the_essentially_different_grids() {
     assert_eq!(cluster.sql("SELECT COUNT(*) FROM group_totals WHERE count_sum > 0 AND complete"), "27");
     assert_eq!(cluster.sql("SELECT count_sum FROM group_totals WHERE label = 'class 0'"), "18383222420692992");
     assert_counted_once(&cluster, 282);
-    assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
+    assert_eq!(
+        cluster.sql("SELECT string_agg(worker || ':' || jobs, ',' ORDER BY worker) FROM worker_stats WHERE run_id = 1"),
+        "one:82,two:200"
+    );
 
     // A third kind on the same cluster: 2x4 boxes, submitted to the running
     // coordinator. Its classes contribute weight x F(S)^2 in the audit view.
@@ -320,7 +405,11 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
     let coordinator = cluster.coordinator(&["--stage", "44"]);
     cluster.children.push(coordinator);
     cluster.wait_until_serving();
-    let mut workers = vec![cluster.worker("one"), cluster.worker("two")];
+    // With microsecond jobs one worker could lease all 440 before the other
+    // starts; each has its share (--max-jobs), so both take part on any
+    // machine, and each counts exactly its share.
+    let mut workers =
+        vec![cluster.worker_with("one", &["--max-jobs", "40"]), cluster.worker_with("two", &["--max-jobs", "400"])];
     for worker in &mut workers {
         assert!(wait_with_timeout(worker, Duration::from_secs(120)).success());
     }
@@ -348,8 +437,11 @@ fn a_postgres_cluster_counts_the_russell_census_exactly() {
         assert!(printed.contains(&expected), "class {} as gRPC shows it: {expected}\n{printed}", parts[0]);
     }
     assert_counted_once(&cluster, 440);
-    // Both workers took part, under their tokens' names.
-    assert_eq!(cluster.sql("SELECT string_agg(worker, ',' ORDER BY worker) FROM worker_stats"), "one,two");
+    // Both workers took part, under their tokens' names, each its share.
+    assert_eq!(
+        cluster.sql("SELECT string_agg(worker || ':' || jobs, ',' ORDER BY worker) FROM worker_stats"),
+        "one:40,two:400"
+    );
     // A tampered stored total is refused, never printed as the answer.
     cluster.sql("UPDATE runs SET weighted_sum = weighted_sum + 1, answer = answer + 1");
     let tampered = census()
@@ -644,4 +736,47 @@ fn a_worker_with_a_revoked_token_exits_with_the_reason() {
     let printed = text(&worker.wait_with_output().unwrap());
     assert_eq!(status.code(), Some(1), "{printed}");
     assert!(printed.contains("census: error: the coordinator refuses this worker"), "{printed}");
+}
+
+/// `cancel`, `priority` and the resume hint on every kind of census: each
+/// names the census, and the hint, run as printed, resumes the same run.
+#[test]
+fn cancel_priority_and_resume_work_for_every_kind() {
+    let mut cluster = Cluster::new();
+    cluster.children.push(cluster.coordinator(&[]));
+    cluster.wait_until_serving();
+    let kinds = ["essentially-different", "shape boxes=2x4", "sudoku stage=rectangles counter=banded"];
+    for (i, census_text) in kinds.iter().enumerate() {
+        let run = (i + 1).to_string();
+        let submit = |args: &[&str]| {
+            let output = census()
+                .args(["submit", "--coordinator", &cluster.address, "--token-file", &cluster.operator_token()])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{}", text(&output));
+            text(&output)
+        };
+        submit(&["--census", census_text]);
+        let operate = |args: &[&str]| {
+            let output = census()
+                .args(args)
+                .args(["--coordinator", &cluster.address, "--token-file", &cluster.operator_token(), "--run", &run])
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{}", text(&output));
+            text(&output)
+        };
+        let printed = operate(&["priority", "--priority", "3"]);
+        assert!(printed.contains(&format!("run {run} ({census_text}): priority 3")), "{printed}");
+        let printed = operate(&["cancel"]);
+        assert!(printed.contains(&format!("run {run} ({census_text}) cancelled at 0/")), "{printed}");
+        let hint = printed.split('`').nth(1).unwrap_or_else(|| panic!("no hint in {printed}"));
+        assert_eq!(hint, format!("census submit --census {census_text:?}"), "{printed}");
+        // The hint as a shell would pass it: the census text is one argument.
+        let resumed = submit(&["--census", census_text]);
+        assert!(resumed.contains(&format!("run {run}")), "the same run again: {resumed}");
+        assert_eq!(cluster.sql(&format!("SELECT cancelled_at IS NULL FROM runs WHERE id = {run}")), "t", "{resumed}");
+    }
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM runs"), "3");
 }

@@ -10,6 +10,8 @@
 //! digits are known, and the ways to turn them into rows 8 and 9 are counted
 //! directly (see [`last_two_rows`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::{ALL_DIGITS, Counter, seeded_grid};
 use crate::band::Band;
 use crate::seed::Seed;
@@ -46,8 +48,15 @@ struct Row7 {
     blocks: [u16; 3],
 }
 
+/// A flag no one sets, for the plain count.
+static NEVER: AtomicBool = AtomicBool::new(false);
+
 impl Counter for Enumerate {
     fn count(&self, band: &Band, seed: &Seed) -> u64 {
+        self.count_cancellable(band, seed, &NEVER).expect("never cancelled")
+    }
+
+    fn count_cancellable(&self, band: &Band, seed: &Seed, cancel: &AtomicBool) -> Option<u64> {
         let grid = seeded_grid(band, seed);
         let mut masks = Masks { rows: [0; 9], columns: [0; 9], blocks: [0; 9] };
         for (i, &d) in grid.iter().enumerate() {
@@ -58,11 +67,19 @@ impl Counter for Enumerate {
                 masks.blocks[r / 3 * 3 + c / 3] |= 1 << d;
             }
         }
-        middle_band(&mut masks, 0)
+        let count = middle_band(&mut masks, 0, cancel);
+        (!cancel.load(Ordering::Relaxed)).then_some(count)
     }
 }
 
-fn middle_band(masks: &mut Masks, k: usize) -> u64 {
+/// The middle cell at which the flag is read: the start of row 6, so each
+/// read is followed by one row-6 search and its completions (microseconds).
+const CANCEL_CHECK: usize = 16;
+
+fn middle_band(masks: &mut Masks, k: usize, cancel: &AtomicBool) -> u64 {
+    if k == CANCEL_CHECK && cancel.load(Ordering::Relaxed) {
+        return 0;
+    }
     if k == MIDDLE.len() {
         let mut row7 = Row7 {
             row: masks.rows[6],
@@ -81,7 +98,7 @@ fn middle_band(masks: &mut Masks, k: usize) -> u64 {
         masks.rows[r] |= bit;
         masks.columns[c] |= bit;
         masks.blocks[b] |= bit;
-        found += middle_band(masks, k + 1);
+        found += middle_band(masks, k + 1, cancel);
         masks.rows[r] ^= bit;
         masks.columns[c] ^= bit;
         masks.blocks[b] ^= bit;

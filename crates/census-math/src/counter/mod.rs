@@ -23,6 +23,7 @@ mod enumerate;
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::band::Band;
 use crate::seed::{SEEDS, Seed};
@@ -43,6 +44,15 @@ pub trait Counter: Send + Sync {
     /// # Panics
     /// If B1 is not 123/456/789 (normalize the band first).
     fn count(&self, band: &Band, seed: &Seed) -> u64;
+
+    /// c(band, seed), or `None` when `cancel` is set before it is done. A
+    /// counter whose count can take a second or more reads the flag as it
+    /// goes; the default, for the fast ones (`column-sets` in microseconds,
+    /// `banded` in a tenth of a second), only looks at it after.
+    fn count_cancellable(&self, band: &Band, seed: &Seed, cancel: &AtomicBool) -> Option<u64> {
+        let count = self.count(band, seed);
+        (!cancel.load(Ordering::Relaxed)).then_some(count)
+    }
 
     /// c(band, s) for the 10 seeds, in [`SEEDS`] order.
     fn count_seeds(&self, band: &Band) -> [u64; 10] {

@@ -63,6 +63,8 @@
 //! The memo is used only below the split depth (a memo hit above it would
 //! skip numbering), so a split costs some sharing between parts.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use rustc_hash::FxHashMap;
 
 use super::group::{Rearrangement, lcm, permutation_order};
@@ -127,6 +129,9 @@ const UNITS: [[u8; 3]; 81] = {
 fn peers(p: usize, q: usize) -> bool {
     p != q && UNITS[p].iter().zip(UNITS[q].iter()).any(|(a, b)| a == b)
 }
+
+/// A flag no one sets: the plain counts are their cancellable forms with it.
+static NEVER: AtomicBool = AtomicBool::new(false);
 
 /// Counts solutions of X(g p) = σ_λ(X(p)) up to C(σ_λ), for one g.
 pub struct FixedCounter {
@@ -220,8 +225,22 @@ impl FixedCounter {
     /// A(g) restricted to one part of the split: the sum over admissible
     /// cycle types λ of the number of C(σ_λ)-orbits of solutions, within the part.
     pub fn count(&self, split: Split) -> u64 {
+        self.count_cancellable(split, &NEVER).expect("never cancelled")
+    }
+
+    /// [`FixedCounter::count`], or `None` when `cancel` is set before it is
+    /// done. The flag is read at every node of the search, so even the
+    /// longest part (minutes) stops within microseconds of it.
+    pub fn count_cancellable(&self, split: Split, cancel: &AtomicBool) -> Option<u64> {
         let mut numbered = 0u64;
-        self.admissible_cycle_types().iter().map(|t| self.count_type(t, split, &mut numbered, true)).sum()
+        let mut total = 0;
+        for t in self.admissible_cycle_types() {
+            total += self.count_type(&t, split, &mut numbered, true, cancel);
+            if cancel.load(Ordering::Relaxed) {
+                return None;
+            }
+        }
+        Some(total)
     }
 
     /// The number of search nodes at `depth` (orbits assigned), over all
@@ -231,23 +250,31 @@ impl FixedCounter {
         // No node is numbered u64::MAX - 1, so every node at `depth` is cut off.
         let split = Split { depth, part: u64::MAX - 1, parts: u64::MAX };
         for t in self.admissible_cycle_types() {
-            self.count_type(&t, split, &mut numbered, true);
+            self.count_type(&t, split, &mut numbered, true, &NEVER);
         }
         numbered
     }
 
     /// F(g, σ_λ) / z_λ for one cycle type, the whole count.
     pub fn count_cycle_type(&self, cycle_type: &[u8]) -> u64 {
-        self.count_type(cycle_type, Split::WHOLE, &mut 0, true)
+        self.count_type(cycle_type, Split::WHOLE, &mut 0, true, &NEVER)
     }
 
     /// F(g, σ_λ) itself, without first touch: every solution is visited.
     /// Slow; for checking the first-touch reduction on small cases.
     pub fn count_cycle_type_unreduced(&self, cycle_type: &[u8]) -> u64 {
-        self.count_type(cycle_type, Split::WHOLE, &mut 0, false)
+        self.count_type(cycle_type, Split::WHOLE, &mut 0, false, &NEVER)
     }
 
-    fn count_type(&self, cycle_type: &[u8], split: Split, numbered: &mut u64, first_touch: bool) -> u64 {
+    /// A cancelled search returns a partial number: callers read `cancel` after.
+    fn count_type(
+        &self,
+        cycle_type: &[u8],
+        split: Split,
+        numbered: &mut u64,
+        first_touch: bool,
+        cancel: &AtomicBool,
+    ) -> u64 {
         let relabelling = Relabelling::of_type(cycle_type);
         let orbits: Vec<PlannedOrbit> = self.orbits.iter().map(|o| PlannedOrbit::new(o, &relabelling)).collect();
         let state = State {
@@ -265,6 +292,7 @@ impl FixedCounter {
             relabelling: &relabelling,
             split,
             numbered,
+            cancel,
             memo_capacity: (MEMO_CAPACITY / frontiers.iter().flatten().count().max(1)).max(1 << 12),
             frontiers: &frontiers,
             memo: (0..orbits.len()).map(|_| FxHashMap::default()).collect(),
@@ -405,6 +433,8 @@ struct Search<'a> {
     relabelling: &'a Relabelling,
     split: Split,
     numbered: &'a mut u64,
+    /// Set, every node answers 0 at once: the count is abandoned.
+    cancel: &'a AtomicBool,
     /// The frontier units at depths where subtree counts are memoised.
     frontiers: &'a [Option<&'a [u8]>],
     /// Subtree counts by state: two nodes at one depth whose frontier units,
@@ -419,6 +449,10 @@ impl Search<'_> {
     fn run(&mut self, depth: usize, state: &State) -> u64 {
         if depth == self.orbits.len() {
             return 1;
+        }
+        // One relaxed load a node, against hashing and a memo lookup: free.
+        if self.cancel.load(Ordering::Relaxed) {
+            return 0;
         }
         if depth == self.split.depth {
             let number = *self.numbered;

@@ -28,6 +28,7 @@
 //! search's memo); a worker needs nothing but the key.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use num_bigint::BigUint;
 use num_traits::Zero;
@@ -192,6 +193,15 @@ pub fn count_job(key: &str) -> Result<u128, ParseError> {
     Ok(match parse_key(key)? {
         JobKey::Identity => fixed_by_identity(),
         JobKey::Part(g, split) => u128::from(FixedCounter::new(g).count(split)),
+    })
+}
+
+/// [`count_job`], or `Ok(None)` when `cancel` is set before the count is
+/// done. (The identity's job takes a fraction of a second and is not cut.)
+pub fn count_job_cancellable(key: &str, cancel: &AtomicBool) -> Result<Option<u128>, ParseError> {
+    Ok(match parse_key(key)? {
+        JobKey::Identity => Some(fixed_by_identity()).filter(|_| !cancel.load(Ordering::Relaxed)),
+        JobKey::Part(g, split) => FixedCounter::new(g).count_cancellable(split, cancel).map(u128::from),
     })
 }
 

@@ -28,4 +28,7 @@ pub mod jobs;
 
 pub use fixed::{FixedCounter, Split};
 pub use group::{ConjugacyClass, ConjugacyClasses, GROUP_ORDER, Group, Rearrangement};
-pub use jobs::{ClassTerm, FixedJob, Fold, FoldError, JobKey, ParseError, count_job, fold, job_key, jobs, parse_key};
+pub use jobs::{
+    ClassTerm, FixedJob, Fold, FoldError, JobKey, ParseError, count_job, count_job_cancellable, fold, job_key, jobs,
+    parse_key,
+};

@@ -38,6 +38,8 @@
 //! - For 2 x 5, 1 + (2 + 2) rather than 2 + (1 + 2): the inner 2 + 2
 //!   search has forced choices on both sides.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::classes::ColumnSets;
 use super::{MAX_C, ShapeError};
 
@@ -55,8 +57,18 @@ type Columns = [u16; MAX_COLS];
 /// assert_eq!(band_count(&ColumnSets::new(2, vec![0b0011, 0b0101]).unwrap()), 2);
 /// ```
 pub fn band_count(sets: &ColumnSets) -> u128 {
+    band_count_cancellable(sets, &NEVER).expect("never cancelled")
+}
+
+/// A flag no one sets: the plain counts are their cancellable forms with it.
+static NEVER: AtomicBool = AtomicBool::new(false);
+
+/// [`band_count`], or `None` when `cancel` is set before it is done. The
+/// flag is read between the searches of the last level (for 2 x 5 and 2 x 6,
+/// milliseconds apart), so a count stops well within a second.
+pub fn band_count_cancellable(sets: &ColumnSets, cancel: &AtomicBool) -> Option<u128> {
     let (cols, n) = graph(sets);
-    Decomposer::new(sets.c(), &[]).count(&cols, n)
+    Decomposer::new(sets.c(), &[], cancel).count(&cols, n)
 }
 
 /// How many leading columns a part fixes: a part is the set of top-level
@@ -89,6 +101,15 @@ pub fn prefixes(sets: &ColumnSets, columns: usize) -> Vec<Vec<u16>> {
 /// `prefix[0]` must be column 0's a smallest digits, and the parts of all
 /// prefixes add up to F(S)).
 pub fn part_count(sets: &ColumnSets, prefix: &[u16]) -> Result<u128, ShapeError> {
+    part_count_cancellable(sets, prefix, &NEVER).map(|count| count.expect("never cancelled"))
+}
+
+/// [`part_count`], or `Ok(None)` when `cancel` is set before it is done.
+pub fn part_count_cancellable(
+    sets: &ColumnSets,
+    prefix: &[u16],
+    cancel: &AtomicBool,
+) -> Result<Option<u128>, ShapeError> {
     let (cols, n) = graph(sets);
     let k = sets.c();
     let a = split(k) as u32;
@@ -114,7 +135,7 @@ pub fn part_count(sets: &ColumnSets, prefix: &[u16]) -> Result<u128, ShapeError>
     if let Some(d) = load.iter().position(|&l| l > a) {
         return Err(ShapeError::BadPart { reason: format!("digit {d} is taken more than {a} times") });
     }
-    Ok(Decomposer::new(k, prefix).count(&cols, n))
+    Ok(Decomposer::new(k, prefix, cancel).count(&cols, n))
 }
 
 fn graph(sets: &ColumnSets) -> (Columns, usize) {
@@ -152,30 +173,35 @@ fn lowest(mask: u16, a: u32) -> u16 {
 struct Decomposer<'p> {
     c: usize,
     prefix: &'p [u16],
+    cancel: &'p AtomicBool,
     /// Leaves by the exponent of their weight.
     tally: [u64; 4 * MAX_C],
 }
 
 impl<'p> Decomposer<'p> {
-    fn new(c: usize, prefix: &'p [u16]) -> Self {
-        Decomposer { c, prefix, tally: [0; 4 * MAX_C] }
+    fn new(c: usize, prefix: &'p [u16], cancel: &'p AtomicBool) -> Self {
+        Decomposer { c, prefix, cancel, tally: [0; 4 * MAX_C] }
     }
 
-    fn count(mut self, cols: &Columns, n: usize) -> u128 {
-        let (prefix, tally) = (self.prefix, &mut self.tally);
+    /// `None` when cancelled: the tally is then partial and is dropped.
+    fn count(mut self, cols: &Columns, n: usize) -> Option<u128> {
+        let (prefix, cancel, tally) = (self.prefix, self.cancel, &mut self.tally);
         let start = Walk::start();
         // The blocks, as (rows of the first, rows after it): 1 + 1, 1 + 2,
         // 2 + 2, 1 + (2 + 2), 2 + (2 + 2); `split` names the first.
         match self.c {
-            2 => Level::<1, 1>::new(cols, n, prefix).search(0, start, 0, tally),
-            3 => Level::<1, 2>::new(cols, n, prefix).search(0, start, 0, tally),
-            4 => Level::<2, 2>::new(cols, n, prefix).search(0, start, 0, tally),
-            5 => Level::<1, 4>::new(cols, n, prefix).search(0, start, 0, tally),
-            _ => Level::<2, 4>::new(cols, n, prefix).search(0, start, 0, tally),
+            2 => Level::<1, 1>::new(cols, n, prefix, cancel).search(0, start, 0, tally),
+            3 => Level::<1, 2>::new(cols, n, prefix, cancel).search(0, start, 0, tally),
+            4 => Level::<2, 2>::new(cols, n, prefix, cancel).search(0, start, 0, tally),
+            5 => Level::<1, 4>::new(cols, n, prefix, cancel).search(0, start, 0, tally),
+            _ => Level::<2, 4>::new(cols, n, prefix, cancel).search(0, start, 0, tally),
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return None;
         }
         let sum: u128 = self.tally.iter().enumerate().map(|(e, &leaves)| u128::from(leaves) << e).sum();
         let factorial: u128 = (1..=self.c as u128).product();
-        factorial * sum
+        Some(factorial * sum)
     }
 }
 
@@ -189,6 +215,8 @@ struct Level<'p, const A: u32, const LEFT: u32> {
     next_to_last: Columns,
     /// The factor's digits in the first `prefix.len()` columns (a part).
     prefix: &'p [u16],
+    /// Read before each search of the level below: set, the search stops.
+    cancel: &'p AtomicBool,
     /// The factor's digits per column, set on the way down.
     chosen: Columns,
 }
@@ -235,7 +263,7 @@ fn pair(mask: u16) -> (usize, usize) {
 }
 
 impl<'p, const A: u32, const LEFT: u32> Level<'p, A, LEFT> {
-    fn new(cols: &Columns, n: usize, prefix: &'p [u16]) -> Self {
+    fn new(cols: &Columns, n: usize, prefix: &'p [u16], cancel: &'p AtomicBool) -> Self {
         // Column 0 and a part's columns stay first; then, greedily, the
         // column whose digits were seen most (the sum of the squares of
         // their times seen so far), so digits run out of columns early and
@@ -263,7 +291,7 @@ impl<'p, const A: u32, const LEFT: u32> Level<'p, A, LEFT> {
             twice |= once & cols[i];
             once |= cols[i];
         }
-        Level { cols: *cols, n, last, next_to_last, prefix, chosen: [0; MAX_COLS] }
+        Level { cols: *cols, n, last, next_to_last, prefix, cancel, chosen: [0; MAX_COLS] }
     }
 
     fn search(&mut self, i: usize, at: Walk, base: u32, tally: &mut [u64; 4 * MAX_C]) {
@@ -274,12 +302,17 @@ impl<'p, const A: u32, const LEFT: u32> Level<'p, A, LEFT> {
                 tally[exponent as usize] += 1;
                 return;
             }
+            // The searches below are the bulk of a 2 x 5 or 2 x 6 count,
+            // each milliseconds long: the place to notice a cancellation.
+            if self.cancel.load(Ordering::Relaxed) {
+                return;
+            }
             let mut rest = self.cols;
             for (r, &taken) in rest.iter_mut().zip(&self.chosen) {
                 *r &= !taken;
             }
             // Only 4 rows are ever left for another level: 2 + 2.
-            Level::<2, 2>::new(&rest, self.n, &[]).search(0, Walk::start(), exponent, tally);
+            Level::<2, 2>::new(&rest, self.n, &[], self.cancel).search(0, Walk::start(), exponent, tally);
             return;
         }
         let cols = self.cols[i];

@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 
 use num_bigint::BigUint;
 
-use super::bands::{band_count, part_count, parts, prefixes};
+use std::sync::atomic::AtomicBool;
+
+use super::bands::{band_count, band_count_cancellable, part_count, part_count_cancellable, parts, prefixes};
 use super::classes::{ColumnSets, classes};
 use super::{ShapeError, check_c};
 
@@ -67,6 +69,16 @@ pub fn count_job(key: &str) -> Result<u128, ShapeError> {
     match prefix {
         None => Ok(band_count(&sets)),
         Some(prefix) => part_count(&sets, &prefix),
+    }
+}
+
+/// [`count_job`], or `Ok(None)` when `cancel` is set before the count is
+/// done (it is read often enough to stop within milliseconds).
+pub fn count_job_cancellable(key: &str, cancel: &AtomicBool) -> Result<Option<u128>, ShapeError> {
+    let (sets, prefix) = parse_key(key)?;
+    match prefix {
+        None => Ok(band_count_cancellable(&sets, cancel)),
+        Some(prefix) => part_count_cancellable(&sets, &prefix, cancel),
     }
 }
 

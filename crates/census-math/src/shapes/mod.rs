@@ -33,9 +33,11 @@ mod brute;
 
 use std::fmt;
 
-pub use bands::{PART_COLUMNS, band_count, part_count, parts, prefixes};
+pub use bands::{
+    PART_COLUMNS, band_count, band_count_cancellable, part_count, part_count_cancellable, parts, prefixes,
+};
 pub use classes::{ColumnSets, ShapeClass, classes};
-pub use jobs::{SPLIT_FROM_C, ShapeJob, count_job, fold, grids, jobs, part_keys, sub_keys};
+pub use jobs::{SPLIT_FROM_C, ShapeJob, count_job, count_job_cancellable, fold, grids, jobs, part_keys, sub_keys};
 
 /// The smallest and largest c handled: 2 x 2 up to 2 x 6 (side 4 to 12).
 pub const MIN_C: usize = 2;

@@ -186,8 +186,13 @@ impl SqlStore {
     pub async fn connect(url: &str, config: StoreConfig) -> Result<SqlStore, StoreError> {
         static DRIVERS: Once = Once::new();
         DRIVERS.call_once(sqlx::any::install_default_drivers);
-        let failed =
-            |error: &dyn std::fmt::Display| StoreError::Connect { url: url.to_string(), reason: error.to_string() };
+        // The URL's password never reaches an error, nor a log line made of one
+        // (sqlx's own messages may quote the URL too).
+        let shown = crate::redact_url(url);
+        let failed = |error: &dyn std::fmt::Display| StoreError::Connect {
+            url: shown.clone(),
+            reason: error.to_string().replace(url, &shown),
+        };
 
         let (backend, pool) = match Location::parse(url).map_err(|e| failed(&e))? {
             Location::Postgres => {

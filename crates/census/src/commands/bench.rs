@@ -14,8 +14,8 @@ use super::{UsageError, parse_counter, parse_stage};
 #[derive(clap::Args)]
 pub struct Args {
     /// Count another kind of census instead, whole, in-process:
-    /// "essentially-different", "shape boxes=2x4" (2x2 to 2x5 and their
-    /// transposes; 2x6 is far too slow), or "sudoku stage=71 counter=banded".
+    /// "essentially-different", "shape boxes=2x4" (2x2 to 2x6 and their
+    /// transposes; 2x6 takes core-years whole), or "sudoku stage=71 counter=banded".
     #[arg(long, conflicts_with_all = ["stage", "counter", "limit"])]
     census: Option<Census>,
     /// The stage to count (e.g. 44, 71, 36288).

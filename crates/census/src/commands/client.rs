@@ -106,13 +106,14 @@ fn status_name(code: tonic::Code) -> &'static str {
 pub fn print_result(result: &RunResult) {
     let number = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
     if !result.r#final {
+        // A partial sum is neither S nor an answer: no N0, no factorization
+        // and no terms of it are shown, for any census.
+        let sum = if result.weighted_sum.is_empty() { "0" } else { result.weighted_sum.as_str() };
         println!("(provisional: the run is not finished)");
+        println!("{}: weighted sum so far = {} (a partial sum, not the answer)", result.census, number(sum));
+        return;
     }
     if result.n0.is_empty() {
-        if result.answer.is_empty() {
-            println!("weighted sum so far = {}", number(&result.weighted_sum));
-            return;
-        }
         for term in &result.terms {
             println!("{} = {}", term.name, term.value);
         }
@@ -150,4 +151,11 @@ pub fn progress_line(progress: &Progress) -> String {
         progress.rejected,
         progress.jobs_per_second
     )
+}
+
+/// The command that resumes a cancelled run: the same census (its whole
+/// text, counter included, for every kind) and redundancy.
+pub fn resume_hint(run: &census_proto::v1::Run) -> String {
+    let redundancy = if run.redundancy > 1 { format!(" --redundancy {}", run.redundancy) } else { String::new() };
+    format!("census submit --census {:?}{redundancy}", run.census)
 }

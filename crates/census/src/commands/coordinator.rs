@@ -167,7 +167,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
     let tokens = store.list_tokens().await?;
     if tokens.iter().all(|t| t.revoked) && !args.public_read {
         tracing::warn!(
-            "no credentials: every call will be refused; create one with `census token create --role worker --name NAME --database URL`"
+            "no credentials: every call will be refused; create them with `census token create --role worker|reader|operator --name NAME --database URL`"
         );
     }
     let coordinator = Coordinator::new(

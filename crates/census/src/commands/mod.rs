@@ -41,7 +41,8 @@ pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), b
 /// The kinds of census, as every command's help names them.
 pub const CENSUS_HELP: &str = "Count another kind of census instead of the 9x9 count (--stage, --counter). \
      Kinds: \"essentially-different\" (9x9 grids up to symmetry), \"shape boxes=2x4\" (2x2 to 2x6 boxes and \
-     their transposes), or \"sudoku stage=71 counter=banded\"";
+     their transposes; \"shape boxes=3x3\" is the 9x9 count itself, run as \"sudoku stage=russell \
+     counter=column-sets\"), or \"sudoku stage=71 counter=banded\"";
 
 /// The census a command means: `--census`, or else the 9x9 count of
 /// `--stage` and `--counter`.

@@ -37,7 +37,7 @@ pub struct CancelArgs {
     /// The coordinator's gRPC address.
     #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
     coordinator: String,
-    /// The run to cancel: it leases nothing more; `census submit` of the same stage resumes it.
+    /// The run to cancel: it leases nothing more; `census submit` of the same census resumes it.
     #[arg(long)]
     run: i64,
     #[command(flatten)]
@@ -49,8 +49,12 @@ pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
         let mut client = connect(&args.coordinator, &args.credentials).await?;
         let run = client.cancel_run(CancelRunRequest { run_id: args.run }).await.map_err(status_error)?.into_inner();
         println!(
-            "run {} ({}) cancelled at {}/{} jobs done; `census submit --stage {}` resumes it",
-            run.run_id, run.stage, run.jobs_done, run.jobs_total, run.stage
+            "run {} ({}) cancelled at {}/{} jobs done; `{}` resumes it",
+            run.run_id,
+            run.census,
+            run.jobs_done,
+            run.jobs_total,
+            super::client::resume_hint(&run)
         );
         Ok(ExitCode::SUCCESS)
     })
@@ -76,7 +80,7 @@ pub fn priority(args: PriorityArgs) -> anyhow::Result<ExitCode> {
         let mut client = connect(&args.coordinator, &args.credentials).await?;
         let request = SetRunPriorityRequest { run_id: args.run, priority: args.priority };
         let run = client.set_run_priority(request).await.map_err(status_error)?.into_inner();
-        println!("run {} ({}): priority {}", run.run_id, run.stage, run.priority);
+        println!("run {} ({}): priority {}", run.run_id, run.census, run.priority);
         Ok(ExitCode::SUCCESS)
     })
 }

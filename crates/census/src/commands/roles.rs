@@ -35,7 +35,9 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
-/// Counts SIGINT and SIGTERM: the value is how many have arrived.
+/// Counts SIGINT and SIGTERM: the value is how many have arrived. The first
+/// asks the command to stop in order; a second ends the process at once,
+/// whatever it waits for (a hung coordinator, a database), exit code 130.
 pub fn signals() -> watch::Receiver<u32> {
     let (sender, receiver) = watch::channel(0u32);
     tokio::spawn(async move {
@@ -51,6 +53,10 @@ pub fn signals() -> watch::Receiver<u32> {
                 _ = terminate.recv() => {}
             }
             sender.send_modify(|n| *n += 1);
+            if *sender.borrow() >= 2 {
+                eprintln!("census: a second signal: exiting at once");
+                std::process::exit(130);
+            }
         }
     });
     receiver

@@ -37,6 +37,10 @@ pub struct Args {
     /// Also serve the live status page on this address, e.g. 127.0.0.1:8080.
     #[arg(long, env = "CENSUS_HTTP_LISTEN")]
     http_listen: Option<std::net::SocketAddr>,
+    /// Run a census that needs Postgres (2x6 boxes: 947,985 jobs, sums past
+    /// 2^63) on an SQLite file anyway; its sums would then be refused by name.
+    #[arg(long)]
+    allow_sqlite: bool,
     /// No progress display: only the result.
     #[arg(long, short)]
     quiet: bool,
@@ -56,6 +60,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    let census = super::census_of(args.census, args.stage, args.counter);
+    let postgres = args.database.starts_with("postgres://") || args.database.starts_with("postgresql://");
+    if needs_postgres(&census) && !postgres && !args.allow_sqlite {
+        return Err(super::UsageError(format!(
+            "{census:?} needs Postgres (--database postgres://...): its counts pass SQLite's 64-bit integers \
+             and its jobs number about a million; --allow-sqlite runs it on {} anyway",
+            args.database
+        ))
+        .into());
+    }
     let store = census_store::connect(&args.database, StoreConfig::default()).await?;
     // Credentials that live only in this process: the coordinator serves a
     // loopback port, and nothing else can present them.
@@ -78,14 +92,13 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         ..CoordinatorConfig::default()
     };
     let coordinator = Coordinator::new(store, config);
-    let census = super::census_of(args.census, args.stage, args.counter);
     let run = coordinator.create_run(census, 1).await?;
     println!(
         "census: {} ({} classes), {} jobs in {}{}",
         run.spec.census,
         run.classes,
         run.jobs_total,
-        args.database,
+        census_store::redact_url(&args.database),
         if run.jobs_done > 0 { format!(", resuming at {} done", run.jobs_done) } else { String::new() }
     );
 
@@ -119,6 +132,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
                 batch: None,
                 exit_when_done: false,
                 run: Some(run.run_id),
+                max_jobs: None,
             };
             worker_tasks.push(tokio::spawn(run_worker(config, stop.clone())));
         }
@@ -173,7 +187,10 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
             Census::Sudoku { stage, counter } => format!("--stage {} --counter {counter}", stage.name()),
             other => format!("--census {:?}", other.to_string()),
         };
-        println!("interrupted: nothing is lost; `census run {again} --database {}` resumes it", args.database);
+        println!(
+            "interrupted: nothing is lost; `census run {again} --database {}` resumes it",
+            census_store::redact_url(&args.database)
+        );
         return Ok(ExitCode::from(130));
     }
     if run.is_final {
@@ -182,6 +199,11 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     print_result(&result);
     println!("elapsed: {:.3} s", started.elapsed().as_secs_f64());
     Ok(if result.r#final { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// A census whose run SQLite cannot hold: 2 x 6 boxes (README, "Other counts").
+fn needs_postgres(census: &Census) -> bool {
+    matches!(census, Census::Shape { c } if *c >= 6)
 }
 
 /// How `census run` shows progress: a bar on a terminal, a line every

@@ -60,6 +60,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // process, on a loopback port that serves reads only.
         let (address, _server) = match &args.database {
             Some(database) => {
+                // Reading never creates: a missing file is a wrong name, not an empty census.
+                let is_url = database.contains("://");
+                if !is_url && !std::path::Path::new(database).exists() {
+                    return Err(super::UsageError(format!(
+                        "there is no database file {database}; `census run --database {database}` counts into a new one"
+                    ))
+                    .into());
+                }
                 let store = census_store::connect(database, census_store::StoreConfig::default()).await?;
                 let auth = census_coordinator::AuthConfig { public_read: true, ..Default::default() };
                 let config = census_coordinator::CoordinatorConfig { auth, ..Default::default() };
@@ -107,11 +115,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 pending: progress.pending,
                 failed: progress.failed,
                 conflicts: progress.conflicts,
+                // A partial sum is no answer: S, N0 and the answer only once final.
+                answer: if result.r#final { result.answer } else { String::new() },
+                s: if result.r#final { result.s } else { String::new() },
+                n0: if result.r#final { result.n0 } else { String::new() },
                 r#final: result.r#final,
                 census: result.census,
-                answer: result.answer,
-                s: result.s,
-                n0: result.n0,
             };
             println!("{}", serde_json::to_string_pretty(&status)?);
             return Ok(ExitCode::SUCCESS);

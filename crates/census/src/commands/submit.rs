@@ -8,13 +8,14 @@ use super::client::{Credentials, connect, status_error};
 use super::roles::runtime;
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["census", "stage"])))]
 pub struct Args {
     /// The coordinator's gRPC address.
     #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
     coordinator: String,
     #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"], help = super::CENSUS_HELP)]
     census: Option<String>,
-    #[arg(long, env = "CENSUS_STAGE", required_unless_present = "census", help = super::STAGE_HELP)]
+    #[arg(long, env = "CENSUS_STAGE", help = super::STAGE_HELP)]
     stage: Option<String>,
     #[arg(long, env = "CENSUS_COUNTER", help = super::COUNTER_HELP)]
     counter: Option<String>,

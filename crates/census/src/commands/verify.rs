@@ -108,20 +108,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             chosen
         };
+        let number = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
+        // One finished run of a census with a published answer: compare it
+        // with that (a second run of the same census cannot be made).
+        if let ([(run, census, _, compared)], Some(published)) = (chosen.as_slice(), wanted.published()) {
+            let value: num_bigint::BigUint = compared.parse().unwrap_or_default();
+            let answer = if sudoku { census_math::total::n0_from_s(&value) } else { value };
+            println!("run {run} ({census}): the answer = {}", thousands(&answer));
+            println!("published: {} ({})", thousands(&published), "docs/mathematics.md names the source");
+            if answer == published {
+                println!("agree: the run gives the published count");
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("DISAGREE: the run does not give the published count");
+            return Ok(ExitCode::FAILURE);
+        }
         if chosen.len() < 2 {
+            let again = if sudoku { "--stage 71".to_string() } else { format!("--census {:?}", wanted.to_string()) };
             let where_to = match &source {
-                Source::Database(database) => format!("`census run --stage 71 --database {database}`"),
-                Source::Coordinator(_) => "`census submit --stage 71`".to_string(),
+                Source::Database(database) => format!("`census run {again} --database {database}`"),
+                Source::Coordinator(_) => format!("`census submit {again}`"),
             };
             return Err(UsageError(format!(
                 "verify compares finished runs of {wanted} (or of anything with the same answer) and found {}; count \
-                 a second run into the same database first, e.g. {where_to}",
+                 a run into the same database first, e.g. {where_to}",
                 chosen.len()
             ))
             .into());
         }
         let name = if sudoku { "S" } else { "the answer" };
-        let number = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
         for (run, census, _, compared) in &chosen {
             println!("run {run} ({census}): {name} = {}", number(compared));
         }

@@ -26,6 +26,10 @@ pub struct Args {
     /// Exit 0 once no run has work left, instead of waiting for new runs.
     #[arg(long, env = "CENSUS_EXIT_WHEN_DONE")]
     exit_when_done: bool,
+    /// Lease at most N jobs in all, then exit 0 once they are reported (a
+    /// batch scheduler's time slot).
+    #[arg(long, env = "CENSUS_MAX_JOBS", value_parser = clap::value_parser!(u64).range(1..))]
+    max_jobs: Option<u64>,
     /// Serve Prometheus metrics (jobs counted, seconds a job, retries) on this address, at /metrics.
     #[arg(long, env = "CENSUS_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
@@ -49,6 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         batch: args.batch,
         exit_when_done: args.exit_when_done,
         run: None,
+        max_jobs: args.max_jobs,
     };
     if config.threads == 0 {
         return Err(super::UsageError("--threads must be at least 1".into()).into());
@@ -62,11 +67,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let (stop_sender, stop) = watch::channel(Stop::No);
         let mut signals = signals();
         tokio::spawn(async move {
-            // First signal: finish the jobs in hand; second: stop at once.
-            while signals.changed().await.is_ok() {
-                let level = if *signals.borrow() >= 2 { Stop::Now } else { Stop::Drain };
-                tracing::info!(?level, "signal received");
-                let _ = stop_sender.send(level);
+            // First signal: stop counting, report what is counted, exit;
+            // a second one ends the process at once (`signals` does that).
+            if signals.wait_for(|n| *n >= 1).await.is_ok() {
+                tracing::info!("signal received: stopping (a second signal exits at once)");
+                let _ = stop_sender.send(Stop::Drain);
             }
         });
         let report = run_worker(config, stop).await?;
