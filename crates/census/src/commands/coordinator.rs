@@ -134,6 +134,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         quarantine_after: args.quarantine_after,
         max_lease_lifetime: Duration::from_secs(args.max_lease_lifetime),
         max_leases_per_worker: args.max_leases_per_worker,
+        ..StoreConfig::default()
     };
     let tls = tls_files(&args)?;
     let mut token_hashes = Vec::new();
