@@ -82,15 +82,9 @@ impl WorkerService for Api {
         let max = request.max_jobs.min(MAX_BATCH);
         let ttl = self.0.config.lease_ttl;
         let leases = self.0.store.lease(run, &caller.name, max, ttl).await.map_err(status_of)?;
-        let idle = leases.is_empty()
-            && self
-                .0
-                .store
-                .list_runs()
-                .await
-                .map_err(status_of)?
-                .iter()
-                .all(|r| r.jobs_done == r.jobs_total || r.cancelled);
+        // Idle means nothing is left for this caller: every job still open
+        // waits for other identities, for an operator, or for nobody.
+        let idle = leases.is_empty() && !self.0.store.has_work_for(&caller.name, run).await.map_err(status_of)?;
         let jobs = leases.into_iter().map(job_message).collect::<Vec<Job>>();
         metrics::counter!("census_jobs_leased_total").increment(jobs.len() as u64);
         metrics::histogram!("census_lease_seconds").record(started.elapsed().as_secs_f64());

@@ -3,6 +3,7 @@
 //! may change an answer, one lying identity may not make it wrong, and no
 //! request may stop the census.
 
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -527,6 +528,103 @@ async fn leases_are_bounded(store: Arc<dyn JobStore>) {
     assert_eq!(taken.len(), 440, "the hog's jobs went back to the queue");
 }
 
+/// One worker token leases and fails jobs as fast as it can (the issue
+/// 26 stall: 2,200 `FailJob` calls failed all 440 jobs). It is quarantined
+/// at its 50th failure, no job is failed for good, an honest worker counts
+/// the whole run exactly, and is then told `idle` (what makes
+/// `census worker --exit-when-done` exit). A job that two identities failed
+/// for good is no work for anyone: `idle` again, while the run is unfinished.
+async fn one_token_failing_every_job_cannot_stall_a_run(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let staller = h.token("staller", Role::Worker).await;
+    let mut evil = h.worker(&staller);
+    let mut failed = 0;
+    let refused = loop {
+        let jobs = match evil.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: run }).await
+        {
+            Ok(response) => response.into_inner().jobs,
+            Err(status) => break status,
+        };
+        assert_eq!(jobs.len(), 1, "the staller always finds a job until it is stopped");
+        let request = FailJobRequest {
+            worker_id: String::new(),
+            job_id: jobs[0].job_id,
+            token: jobs[0].token.clone(),
+            reason: "no".into(),
+        };
+        evil.fail_job(request).await.unwrap();
+        failed += 1;
+        assert!(failed <= 50, "still not quarantined after {failed} failures");
+    };
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    assert_eq!(failed, 50);
+    let progress = h.progress(run).await;
+    assert_eq!(progress.quarantined, vec!["staller".to_string()]);
+    assert_eq!((progress.failed, progress.done), (0, 0), "{progress:?}");
+
+    let honest = h.token("honest", Role::Worker).await;
+    let mut worker = h.worker(&honest);
+    finish(&h, &mut worker, run).await;
+    assert_eq!(h.result(run).await.n0, N0);
+    let nothing = worker
+        .lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 10, run_id: 0 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(nothing.jobs.is_empty() && nothing.idle, "{nothing:?}");
+
+    // A job that fails for every identity: failed for good once two have failed it.
+    let other = h
+        .census(Some(&h.operator))
+        .create_run(CreateRunRequest { census: "shape boxes=2x3".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .run_id;
+    let second = h.token("second", Role::Worker).await;
+    let mut helper = h.worker(&second);
+    let mut doomed = None;
+    for (client, failures) in [(&mut worker, 5), (&mut helper, 1)] {
+        for _ in 0..failures {
+            let job = lease(client, other, 1).await.remove(0);
+            assert_eq!(*doomed.get_or_insert(job.job_id), job.job_id);
+            let request =
+                FailJobRequest { worker_id: String::new(), job_id: job.job_id, token: job.token, reason: "no".into() };
+            client.fail_job(request).await.unwrap();
+        }
+        let progress = h.progress(other).await;
+        assert_eq!(progress.failed, u64::from(failures == 1), "five failures of one identity: {progress:?}");
+    }
+    for client in [&mut worker, &mut helper] {
+        loop {
+            let response = client
+                .lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 100, run_id: 0 })
+                .await
+                .unwrap()
+                .into_inner();
+            if response.jobs.is_empty() {
+                assert!(response.idle, "a run whose only open job is failed for good is no work: {response:?}");
+                break;
+            }
+            let census = census_math::census::Census::from_str("shape boxes=2x3").unwrap();
+            let counter = census.job_counter();
+            let results = response
+                .jobs
+                .iter()
+                .map(|j| JobResult {
+                    counter_version: census.counter_version(),
+                    ..report(j, counter.count(&j.key).unwrap())
+                })
+                .collect();
+            for outcome in complete(client, results).await {
+                assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+            }
+        }
+    }
+    assert!(!h.result(other).await.r#final);
+}
+
 async fn sqlite_store(config: StoreConfig) -> Arc<dyn JobStore> {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("census-hostile-{}", std::process::id()));
@@ -578,6 +676,7 @@ on_both_backends!(
     old_tokens_are_fenced,
     no_request_can_stop_the_census,
     leases_are_bounded,
+    one_token_failing_every_job_cannot_stall_a_run,
 );
 
 /// While Postgres is down, health says NOT_SERVING and calls fail fast with

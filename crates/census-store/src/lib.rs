@@ -35,10 +35,19 @@ pub use sql::SqlStore;
 /// Settings that are not part of a run's identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// After this many failures (since the job was last requeued), a job is failed for good.
+    /// After this many failures (since the job was last requeued), from at
+    /// least [`StoreConfig::fail_quorum`] distinct identities, a job is
+    /// failed for good. An identity that failed a job this many times is not
+    /// handed it again until it is requeued.
     pub max_attempts: u32,
+    /// How many distinct identities must have failed a job before it is
+    /// failed for good (at most `max_attempts` are asked for): one identity
+    /// alone can delay a job, never fail it.
+    pub fail_quorum: u32,
     /// After this many rejected results, an identity is quarantined.
     pub quarantine_after: u32,
+    /// After this many reported failures, an identity is quarantined.
+    pub quarantine_after_failures: u32,
     /// No heartbeat extends a lease past this time after it was granted.
     pub max_lease_lifetime: Duration,
     /// The most leases one identity holds at once.
@@ -49,7 +58,9 @@ impl Default for StoreConfig {
     fn default() -> StoreConfig {
         StoreConfig {
             max_attempts: 5,
+            fail_quorum: 2,
             quarantine_after: 3,
+            quarantine_after_failures: 50,
             max_lease_lifetime: Duration::from_secs(3600),
             max_leases_per_worker: 10_000,
         }
@@ -358,7 +369,8 @@ pub struct TokenRecord {
     pub role: Role,
     pub created_unix: i64,
     pub revoked: bool,
-    /// Set when the identity's results were rejected too often.
+    /// Set when the identity's results were rejected, or its failures
+    /// reported, too often.
     pub quarantined: bool,
     /// Results of this identity rejected so far.
     pub rejected: u64,
@@ -401,6 +413,13 @@ pub trait JobStore: Send + Sync {
     async fn run(&self, run: RunId) -> Result<RunSummary, StoreError>;
     /// Leases up to `max` pending (or expired) jobs of any unfinished run, or of `run` only.
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError>;
+    /// Whether any unfinished, uncancelled run (or `run` only) holds a job
+    /// that `worker` could still be handed: pending or leased (a lease may
+    /// expire), not already voted on by it this round, not failed by it too
+    /// often, and the identity not quarantined. False means nothing is left
+    /// for this worker, though the run may not be finished (its remaining
+    /// jobs wait for other identities or for an operator's requeue).
+    async fn has_work_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError>;
     /// Extends the leases still held by `worker`.
     async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError>;
     /// Records a result, marks the job done and adds to its class, in one
@@ -421,7 +440,9 @@ pub trait JobStore: Send + Sync {
     /// the job goes back to the queue. Every earlier result stays in the
     /// results table. Only a job flagged with a conflict can be recounted.
     async fn recount(&self, job: JobId) -> Result<(), StoreError>;
-    /// Records a failure; after the maximum attempts the job is failed.
+    /// Records a failure. After `max_attempts` failures from at least
+    /// `fail_quorum` distinct identities the job is failed; an identity
+    /// that reported `quarantine_after_failures` failures is quarantined.
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError>;
     /// Puts failed jobs of `run` (or only `job`) back in the queue with
     /// fresh attempts; a job with a conflict is recounted. Returns how many.

@@ -181,7 +181,10 @@ async fn disagreeing_identities_open_a_conflict_that_a_recount_resolves(store: A
     assert_eq!(total.answer, census(SMALL).published());
 }
 
-async fn a_failing_job_fails_for_good_after_max_attempts(store: Arc<dyn JobStore>) {
+/// A job that keeps failing fails for good only once identities other
+/// than the first have failed it too; meanwhile each worker is told
+/// truthfully whether anything is left for it.
+async fn a_failing_job_fails_for_good_only_after_distinct_identities(store: Arc<dyn JobStore>) {
     let run = store.create_run(&spec(SMALL, 1), &jobs(SMALL)).await.unwrap();
     let mut job = None;
     for attempt in 1..=5 {
@@ -190,11 +193,178 @@ async fn a_failing_job_fails_for_good_after_max_attempts(store: Arc<dyn JobStore
         *job.get_or_insert(lease.job_id) = lease.job_id;
         store.fail(lease.job_id, &lease.token, "w", "out of memory").await.unwrap();
     }
+    let job = job.unwrap();
+    assert_eq!(store.progress(run).await.unwrap().failed, 0, "one identity alone cannot fail a job");
+    let rest = store.lease(Some(run), "w", 100, TTL).await.unwrap();
+    assert_eq!(rest.len(), 25, "w, having failed the job 5 times, is not handed it again");
+    assert!(rest.iter().all(|l| l.job_id != job));
+    let done: Vec<Completion> = rest.iter().map(|l| completion(l, "w", true_count(l))).collect();
+    store.complete_many(&done).await.unwrap();
+    assert!(!store.has_work_for("w", Some(run)).await.unwrap(), "nothing is left for w");
+    assert!(store.has_work_for("v", None).await.unwrap(), "the job waits for another identity");
+
+    let lease = store.lease(None, "v", 10, TTL).await.unwrap().remove(0);
+    assert_eq!((lease.job_id, lease.attempt), (job, 6));
+    store.fail(job, &lease.token, "v", "out of memory").await.unwrap();
     let progress = store.progress(run).await.unwrap();
-    assert_eq!(progress.failed, 1);
-    let next = store.lease(Some(run), "w", 100, TTL).await.unwrap();
-    assert_eq!(next.len(), 25, "the failed job is not handed out again");
-    assert!(next.iter().all(|l| Some(l.job_id) != job));
+    assert_eq!((progress.failed, progress.done, progress.pending), (1, 25, 0), "two identities failed it: for good");
+    for worker in ["w", "v", "u"] {
+        assert!(!store.has_work_for(worker, None).await.unwrap(), "a failed job is no work for {worker}");
+        assert!(store.lease(None, worker, 10, TTL).await.unwrap().is_empty());
+    }
+    assert!(!store.total(run).await.unwrap().is_final);
+
+    assert_eq!(store.requeue(run, Some(job)).await.unwrap(), 1);
+    assert!(store.has_work_for("w", None).await.unwrap(), "a requeue starts the job's failures afresh");
+    let lease = store.lease(None, "w", 10, TTL).await.unwrap().remove(0);
+    store.complete(&completion(&lease, "w", true_count(&lease))).await.unwrap();
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.answer, census(SMALL).published());
+    assert!(!store.has_work_for("w", None).await.unwrap());
+}
+
+/// One token that leases and fails every job, again and again, is
+/// quarantined after `quarantine_after_failures` failures, fails no job for
+/// good, and leaves the whole run to an honest worker, which finishes it
+/// exactly and is then told that nothing is left.
+async fn one_identity_failing_every_job_cannot_stall_a_run(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
+    let mut failures = 0;
+    'attack: for _ in 0..5 {
+        for _ in 0..440 {
+            let leases = store.lease(Some(run), "stall", 1, TTL).await.unwrap();
+            let Some(lease) = leases.first() else { break 'attack };
+            match store.fail(lease.job_id, &lease.token, "stall", "no").await {
+                Ok(()) => failures += 1,
+                Err(error) => panic!("{error}"),
+            }
+        }
+    }
+    assert_eq!(failures, 50, "the identity is quarantined at its 50th failure (the default limit)");
+    assert!(store.is_quarantined("stall").await.unwrap());
+    assert!(!store.has_work_for("stall", None).await.unwrap());
+    let progress = store.progress(run).await.unwrap();
+    assert_eq!((progress.failed, progress.leased, progress.done), (0, 0, 0), "{progress:?}");
+    assert!(store.has_work_for("honest", None).await.unwrap());
+    loop {
+        let leases = store.lease(Some(run), "honest", 100, TTL).await.unwrap();
+        if leases.is_empty() {
+            break;
+        }
+        let done: Vec<Completion> = leases.iter().map(|l| completion(l, "honest", true_count(l))).collect();
+        for outcome in store.complete_many(&done).await.unwrap() {
+            assert_eq!(outcome.unwrap(), CompleteOutcome::Recorded);
+        }
+    }
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.answer.unwrap().to_string(), N0);
+    assert!(!store.has_work_for("honest", None).await.unwrap(), "the worker is told the truth: nothing is left");
+}
+
+/// The issue 26 scenario: results that were not checked (validate fraction
+/// below 1) made a run final with a wrong N0; the liar is then caught in
+/// another run. Every job it counted goes back to the queue, the finished
+/// run is unfinished again, and honest recounts make it final and exact.
+async fn quarantine_recounts_every_result_of_the_identity(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
+    // Four lies that no check sampled, accepted.
+    let lies = store.lease(Some(run), "liar", 4, TTL).await.unwrap();
+    let lied: Vec<i64> = lies.iter().map(|l| l.job_id).collect();
+    let reports: Vec<Completion> = lies.iter().map(|l| completion(l, "liar", true_count(l) + 1)).collect();
+    for outcome in store.complete_many(&reports).await.unwrap() {
+        assert_eq!(outcome.unwrap(), CompleteOutcome::Recorded);
+    }
+    let honest = store.lease(Some(run), "honest", 500, TTL).await.unwrap();
+    assert_eq!(honest.len(), 436);
+    let reports: Vec<Completion> = honest.iter().map(|l| completion(l, "honest", true_count(l))).collect();
+    store.complete_many(&reports).await.unwrap();
+    let wrong = store.total(run).await.unwrap();
+    assert!(wrong.is_final, "unchecked lies can finish a run...");
+    assert_ne!(wrong.answer.unwrap().to_string(), N0, "...with a wrong answer");
+
+    // Caught: three sampled checks in another run disagree with it.
+    let other = store.create_run(&spec(SMALL, 1), &jobs(SMALL)).await.unwrap();
+    for lease in store.lease(Some(other), "liar", 3, TTL).await.unwrap() {
+        let count = true_count(&lease);
+        let checked = Completion { checked_count: Some(count), ..completion(&lease, "liar", count + 1) };
+        assert!(matches!(store.complete(&checked).await, Err(StoreError::Rejected { .. })));
+    }
+    assert!(store.is_quarantined("liar").await.unwrap());
+    let reopened = store.total(run).await.unwrap();
+    assert!(!reopened.is_final && reopened.answer.is_none(), "the liar's answer is final no more: {reopened:?}");
+    assert!(!store.run(run).await.unwrap().is_final);
+    let progress = store.progress(run).await.unwrap();
+    assert_eq!((progress.done, progress.pending), (436, 4));
+    let classes = store.class_totals(run).await.unwrap();
+    assert_eq!(classes.iter().map(|c| c.jobs_done).sum::<u32>(), 436, "the lies left their classes");
+    assert!(store.lease(Some(run), "liar", 10, TTL).await.unwrap().is_empty(), "a quarantined identity leases nothing");
+
+    let recount = store.lease(Some(run), "honest", 10, TTL).await.unwrap();
+    let mut recounted: Vec<i64> = recount.iter().map(|l| l.job_id).collect();
+    recounted.sort_unstable();
+    assert_eq!(recounted, lied, "exactly the liar's jobs are counted again");
+    let reports: Vec<Completion> = recount.iter().map(|l| completion(l, "honest", true_count(l))).collect();
+    for outcome in store.complete_many(&reports).await.unwrap() {
+        assert_eq!(outcome.unwrap(), CompleteOutcome::Recorded);
+    }
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.weighted_sum.to_string(), PUBLISHED_S.to_string());
+    assert_eq!(total.answer.unwrap().to_string(), N0);
+}
+
+/// With redundancy 2, a quarantined identity's votes stop counting: a job
+/// it helped decide is decided again, without it.
+async fn quarantine_discards_the_identitys_votes(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&spec(SMALL, 2), &jobs(SMALL)).await.unwrap();
+    for worker in ["colluder-a", "colluder-b"] {
+        let leases = store.lease(Some(run), worker, 100, TTL).await.unwrap();
+        let reports: Vec<Completion> = leases.iter().map(|l| completion(l, worker, true_count(l) + 1)).collect();
+        store.complete_many(&reports).await.unwrap();
+    }
+    let wrong = store.total(run).await.unwrap();
+    assert!(wrong.is_final, "two colluding identities at redundancy 2 agree on a wrong answer...");
+    assert_ne!(wrong.answer, census(SMALL).published());
+    // ...until one of them is caught (by a check in another run).
+    let other = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
+    for lease in store.lease(Some(other), "colluder-a", 3, TTL).await.unwrap() {
+        let checked = Completion { checked_count: Some(true_count(&lease)), ..completion(&lease, "colluder-a", 1) };
+        assert!(store.complete(&checked).await.is_err());
+    }
+    assert!(store.is_quarantined("colluder-a").await.unwrap());
+    assert_eq!(store.progress(run).await.unwrap().done, 0, "every job it voted on is decided again");
+    // colluder-b's old votes belong to the old round: it would need a second identity to lie again.
+    for worker in ["honest-a", "honest-b"] {
+        let leases = store.lease(Some(run), worker, 100, TTL).await.unwrap();
+        assert_eq!(leases.len(), 26);
+        let reports: Vec<Completion> = leases.iter().map(|l| completion(l, worker, true_count(l))).collect();
+        store.complete_many(&reports).await.unwrap();
+    }
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.answer, census(SMALL).published());
+}
+
+/// Many concurrent lease calls of one identity never hold more than the
+/// per-worker cap between them.
+async fn the_lease_cap_holds_under_concurrent_calls(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
+    let calls: Vec<_> = (0..40)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.lease(Some(run), "greedy", 50, TTL).await.unwrap().len() })
+        })
+        .collect();
+    let mut held = 0;
+    for call in calls {
+        held += call.await.unwrap();
+    }
+    assert_eq!(held, 50, "the cap is 50");
+    assert_eq!(store.progress(run).await.unwrap().leased, 50);
+    assert!(store.lease(Some(run), "greedy", 50, TTL).await.unwrap().is_empty());
+    assert_eq!(store.lease(Some(run), "other", 50, TTL).await.unwrap().len(), 50, "the cap is per identity");
 }
 
 async fn redundant_runs_need_distinct_agreeing_workers(store: Arc<dyn JobStore>) {
@@ -272,18 +442,34 @@ async fn a_forged_job_list_never_folds(store: Arc<dyn JobStore>) {
     assert!(!total.is_final && total.answer.is_none());
 }
 
+/// The 9x9 count's N0 (Felgenhauer and Jarvis, 2006).
+const N0: &str = "6670903752021072936960";
+
 async fn sqlite_store() -> Arc<dyn JobStore> {
+    sqlite_store_with(StoreConfig::default()).await
+}
+
+async fn sqlite_store_with(config: StoreConfig) -> Arc<dyn JobStore> {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("census-store-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let _ = std::fs::remove_file(&path);
-    connect(path.to_str().unwrap(), StoreConfig::default()).await.unwrap()
+    connect(path.to_str().unwrap(), config).await.unwrap()
 }
 
 async fn postgres_store() -> Arc<dyn JobStore> {
+    postgres_store_with(StoreConfig::default()).await
+}
+
+async fn postgres_store_with(config: StoreConfig) -> Arc<dyn JobStore> {
     let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
-    connect(&url, StoreConfig::default()).await.unwrap()
+    connect(&url, config).await.unwrap()
+}
+
+/// A lease cap of 50 leases an identity.
+fn capped() -> StoreConfig {
+    StoreConfig { max_leases_per_worker: 50, ..StoreConfig::default() }
 }
 
 /// Progress reports a speed once a minute holds more results than the
@@ -331,6 +517,30 @@ macro_rules! conformance {
     };
 }
 
+/// Properties that need a store configured otherwise than by default.
+macro_rules! configured {
+    ($($property:ident with $config:ident),* $(,)?) => {
+        mod sqlite_configured {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $property() {
+                    super::$property(super::sqlite_store_with(super::$config()).await).await;
+                }
+            )*
+        }
+        mod postgres_configured {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $property() {
+                    super::$property(super::postgres_store_with(super::$config()).await).await;
+                }
+            )*
+        }
+    };
+}
+
+configured!(the_lease_cap_holds_under_concurrent_calls with capped);
+
 conformance!(
     idempotent_run_creation,
     concurrent_lessees_drain_the_run_exactly,
@@ -338,7 +548,10 @@ conformance!(
     heartbeats_keep_leases,
     duplicates_change_nothing_and_a_final_total_cannot_be_reopened,
     disagreeing_identities_open_a_conflict_that_a_recount_resolves,
-    a_failing_job_fails_for_good_after_max_attempts,
+    a_failing_job_fails_for_good_only_after_distinct_identities,
+    one_identity_failing_every_job_cannot_stall_a_run,
+    quarantine_recounts_every_result_of_the_identity,
+    quarantine_discards_the_identitys_votes,
     redundant_runs_need_distinct_agreeing_workers,
     bad_input_gets_a_typed_error,
     a_forged_job_list_never_folds,

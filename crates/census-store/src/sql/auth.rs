@@ -108,6 +108,75 @@ impl SqlStore {
             .collect()
     }
 
+    /// Takes the lock of each identity, in name order (see
+    /// `Backend::identity_lock`), before any row: every transaction that
+    /// takes identity locks takes them first, so they add no deadlock of
+    /// their own (a quarantine of another identity inside a batch is the
+    /// exception; Postgres breaks such a rare cycle and the call is retried).
+    pub(super) async fn lock_identities<'a>(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        workers: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), StoreError> {
+        let Some(lock) = self.backend.identity_lock() else { return Ok(()) };
+        let workers: std::collections::BTreeSet<&str> = workers.into_iter().collect();
+        for worker in workers {
+            sqlx::query(lock).bind(worker).execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
+    /// Quarantines `worker` inside the caller's transaction: its leases are
+    /// released at once, and every job whose current result it gave goes
+    /// back to the queue, in every run, finished or not (a finished run is
+    /// unfinished again until others have counted those jobs). Under the
+    /// identity's lock, so no result of it commits unseen meanwhile.
+    pub(super) async fn quarantine_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        worker: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.lock_identities(tx, [worker]).await?;
+        let inserted = sqlx::query(
+            "INSERT INTO quarantine (worker, quarantined_at, reason) VALUES ($1, $2, $3) ON CONFLICT (worker) DO NOTHING",
+        )
+        .bind(worker)
+        .bind(now)
+        .bind(reason)
+        .execute(&mut **tx)
+        .await?;
+        if inserted.rows_affected() > 0 {
+            tracing::error!(worker, %reason, "identity quarantined: its calls are refused until an operator releases it");
+        }
+        sqlx::query(
+            "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+                    updated_at = $2 WHERE state = 'leased' AND lease_owner = $1",
+        )
+        .bind(worker)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        self.reopen_results_of(tx, worker).await?;
+        Ok(())
+    }
+
+    /// Reopens what every quarantined identity counted, as a quarantine
+    /// does: a database written before quarantines reopened results may
+    /// hold a finished run that includes them. Cheap when nothing is left.
+    pub(super) async fn reopen_quarantined_results(&self) -> Result<(), StoreError> {
+        let workers = sqlx::query("SELECT worker FROM quarantine ORDER BY worker").fetch_all(&self.pool).await?;
+        for row in &workers {
+            let worker: String = row.try_get(0)?;
+            let mut tx = self.pool.begin().await?;
+            self.lock_identities(&mut tx, [worker.as_str()]).await?;
+            self.reopen_results_of(&mut tx, &worker).await?;
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+
     pub(crate) async fn quarantine_list(&self) -> Result<Vec<QuarantineEntry>, StoreError> {
         let rows = sqlx::query("SELECT worker, quarantined_at, reason FROM quarantine ORDER BY worker")
             .fetch_all(&self.pool)

@@ -85,6 +85,22 @@ impl Backend {
         }
     }
 
+    /// A statement that takes a lock on one identity (`$1`) until the
+    /// transaction ends, so that the same identity's leases, completions,
+    /// failures and quarantine happen one after the other: the lease cap
+    /// counts held leases and adds to them atomically, and a quarantine
+    /// sees every result of the identity that committed before it (and any
+    /// later report finds its leases released). Postgres takes an advisory
+    /// lock keyed by the name (a hash collision only serializes two
+    /// identities); SQLite has one writer at a time already.
+    pub(super) fn identity_lock(self) -> Option<&'static str> {
+        match self {
+            // 1129270867 is "CENS": the census's own key space.
+            Backend::Postgres => Some("SELECT pg_advisory_xact_lock(1129270867, hashtext($1))"),
+            Backend::Sqlite => None,
+        }
+    }
+
     pub(super) fn for_update(self) -> &'static str {
         match self {
             Backend::Postgres => "FOR UPDATE OF j",
@@ -255,14 +271,16 @@ impl SqlStore {
         if backend == Backend::Postgres {
             POSTGRES_MIGRATIONS.run(&pool).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
         }
-        Ok(SqlStore {
+        let store = SqlStore {
             pool,
             backend,
             config,
             runs: Mutex::new(HashMap::new()),
             expected: Mutex::new(HashMap::new()),
             finished: Mutex::new(Vec::new()),
-        })
+        };
+        store.reopen_quarantined_results().await?;
+        Ok(store)
     }
 }
 

@@ -65,6 +65,9 @@ impl SqlStore {
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
+        // The reporting identities first (a quarantine in progress finishes
+        // before their reports are weighed, and sees them if they commit first).
+        self.lock_identities(&mut tx, completions.iter().map(|c| c.worker.as_str())).await?;
 
         // Lock the batch's jobs in id order (so concurrent batches cannot
         // deadlock), then decide every completion in Rust, then write in bulk.
@@ -399,7 +402,7 @@ impl SqlStore {
     }
 
     /// Appends rejections and quarantines every identity that reached the
-    /// limit: its leases are released at once.
+    /// limit: its leases are released at once and its results counted again.
     async fn record_rejections(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
@@ -433,26 +436,7 @@ impl SqlStore {
             if rejected < i64::from(self.config.quarantine_after) {
                 continue;
             }
-            let reason = format!("{rejected} results rejected");
-            let inserted = sqlx::query(
-                "INSERT INTO quarantine (worker, quarantined_at, reason) VALUES ($1, $2, $3) ON CONFLICT (worker) DO NOTHING",
-            )
-            .bind(worker)
-            .bind(now)
-            .bind(&reason)
-            .execute(&mut **tx)
-            .await?;
-            if inserted.rows_affected() > 0 {
-                tracing::error!(worker, %reason, "identity quarantined: its calls are refused until an operator releases it");
-            }
-            sqlx::query(
-                "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-                        updated_at = $2 WHERE state = 'leased' AND lease_owner = $1",
-            )
-            .bind(worker)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
+            self.quarantine_in(tx, worker, &format!("{rejected} results rejected"), now).await?;
         }
         Ok(())
     }

@@ -102,6 +102,10 @@ impl JobStore for SqlStore {
         self.lease_jobs(run, worker, max, ttl).await
     }
 
+    async fn has_work_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError> {
+        self.work_left_for(worker, run).await
+    }
+
     async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError> {
         self.extend_leases(worker, tokens, ttl).await
     }

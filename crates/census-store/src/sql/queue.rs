@@ -24,12 +24,22 @@ impl SqlStore {
             self.run_facts(run).await?;
         }
         let now = now_ms();
+        // Counting the identity's leases and adding to them is one step
+        // under its lock: concurrent calls of one identity cannot each see
+        // room under the cap.
+        let mut tx = self.pool.begin().await?;
+        self.lock_identities(&mut tx, [worker]).await?;
+        let quarantined =
+            sqlx::query("SELECT 1 FROM quarantine WHERE worker = $1").bind(worker).fetch_optional(&mut *tx).await?;
+        if quarantined.is_some() {
+            return Ok(Vec::new());
+        }
         let held: i64 = sqlx::query(
             "SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND lease_owner = $1 AND lease_expires_at >= $2",
         )
         .bind(worker)
         .bind(now)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?
         .try_get(0)?;
         let max = i64::from(max).min(i64::from(self.config.max_leases_per_worker) - held);
@@ -43,7 +53,7 @@ impl SqlStore {
              ORDER BY priority DESC, id",
         )
         .bind(run.unwrap_or(-1))
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
         // Runs in priority order; in each, expired leases first (few), then
         // pending jobs in id order: short walks of the (run, state, id) index.
@@ -64,15 +74,10 @@ impl SqlStore {
                     self.backend.id_among(&format!(
                         // The limit is literal: with a parameter there, Postgres's
                         // generic plan sorts every pending job of the run.
-                        // An identity votes once per job and round. The check is
-                        // a per-row index probe, made only for jobs with votes:
-                        // as NOT EXISTS, Postgres hashes it from a scan of all results.
                         "SELECT j.id FROM jobs j
-                         WHERE j.run_id = $5 AND {waiting}
-                           AND CASE WHEN j.votes = 0 THEN 1 = 1
-                                    ELSE (SELECT COUNT(*) FROM results x
-                                          WHERE x.job_id = j.id AND x.worker = $1 AND x.round = j.round) = 0 END
+                         WHERE j.run_id = $5 AND {waiting} AND {}
                          ORDER BY j.id LIMIT {wanted} {}",
+                        self.open_to("$1"),
                         self.backend.skip_locked()
                     ))
                 );
@@ -83,11 +88,12 @@ impl SqlStore {
                         .bind(now)
                         .bind(&salt)
                         .bind(run)
-                        .fetch_all(&self.pool)
+                        .fetch_all(&mut *tx)
                         .await?,
                 );
             }
         }
+        tx.commit().await?;
         let mut leases = Vec::with_capacity(rows.len());
         for row in &rows {
             let run_id: RunId = row.try_get(1)?;
@@ -102,6 +108,51 @@ impl SqlStore {
         }
         leases.sort_by_key(|lease| lease.job_id);
         Ok(leases)
+    }
+
+    /// The condition that job `j` may be handed to the identity bound at
+    /// `worker`: it has not voted on the job this round (an identity votes
+    /// once per job and round), and has not failed it `max_attempts` times
+    /// since it was last requeued. Each check is a per-row index probe,
+    /// made only for jobs with votes or failures: as NOT EXISTS, Postgres
+    /// hashes it from a scan of all results.
+    fn open_to(&self, worker: &str) -> String {
+        format!(
+            "CASE WHEN j.votes = 0 THEN 1 = 1
+                  ELSE (SELECT COUNT(*) FROM results x
+                        WHERE x.job_id = j.id AND x.worker = {worker} AND x.round = j.round) = 0 END
+             AND CASE WHEN j.failures = 0 THEN 1 = 1
+                  ELSE (SELECT COUNT(*) FROM failures f
+                        WHERE f.job_id = j.id AND f.worker = {worker} AND f.epoch = j.failure_epoch) < {} END",
+            self.config.max_attempts.max(1)
+        )
+    }
+
+    pub(super) async fn work_left_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError> {
+        let quarantined =
+            sqlx::query("SELECT 1 FROM quarantine WHERE worker = $1").bind(worker).fetch_optional(&self.pool).await?;
+        if quarantined.is_some() {
+            return Ok(false);
+        }
+        let runs = sqlx::query(
+            "SELECT id FROM runs WHERE finished_at IS NULL AND cancelled_at IS NULL AND ($1 < 0 OR id = $1) ORDER BY id",
+        )
+        .bind(run.unwrap_or(-1))
+        .fetch_all(&self.pool)
+        .await?;
+        for state in ["pending", "leased"] {
+            let sql = format!(
+                "SELECT j.id FROM jobs j WHERE j.run_id = $2 AND j.state = '{state}' AND {} LIMIT 1",
+                self.open_to("$1")
+            );
+            for run in &runs {
+                let run: RunId = run.try_get(0)?;
+                if sqlx::query(&sql).bind(worker).bind(run).fetch_optional(&self.pool).await?.is_some() {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     pub(super) async fn job_censuses(

@@ -1,9 +1,11 @@
 //! An operator's and a worker's remedies: recounting a conflicted job,
 //! failing a job a worker cannot count, requeueing failed jobs.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use sqlx::Row;
 
-use super::{JobState, SqlStore, now_ms};
+use super::{JobState, SqlStore, now_ms, parse_count};
 use crate::{JobId, RunId, StoreError};
 
 impl SqlStore {
@@ -15,65 +17,164 @@ impl SqlStore {
     }
 
     async fn recount_in(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, job: JobId) -> Result<RunId, StoreError> {
-        let now = now_ms();
         let row = sqlx::query(&format!(
-            "SELECT j.state, CAST(j.count AS TEXT), j.conflict, j.run_id, j.class_id FROM jobs j WHERE j.id = $1 {}",
+            "SELECT j.conflict, j.run_id FROM jobs j WHERE j.id = $1 {}",
             self.backend.for_update()
         ))
         .bind(job)
         .fetch_optional(&mut **tx)
         .await?
         .ok_or(StoreError::UnknownJob(job))?;
-        let state: JobState = row.try_get::<String, _>(0)?.parse()?;
-        let count = row.try_get::<Option<String>, _>(1)?.unwrap_or_else(|| "0".into());
-        let run: RunId = row.try_get(3)?;
-        let class: i64 = row.try_get(4)?;
-        if row.try_get::<i64, _>(2)? == 0 {
+        if row.try_get::<i64, _>(0)? == 0 {
             return Err(StoreError::Invalid(format!("job {job} has no conflict to resolve")));
         }
-        let (done, failed) = (state == JobState::Done, state == JobState::Failed);
-        if done {
+        let run: RunId = row.try_get(1)?;
+        self.reopen_jobs(tx, &[job]).await?;
+        tracing::warn!(job, run, "conflict resolved by recounting the job");
+        Ok(run)
+    }
+
+    /// Puts `jobs` back in the queue for a new round, whatever their state:
+    /// a done job's accepted count leaves its class and its run, the run's
+    /// stored weighted sum and answer are cleared (it is unfinished again),
+    /// an open conflict or a failure is closed, and every vote, lease and
+    /// failure of the old round stops counting. The results table keeps
+    /// every earlier result. Locks the jobs by id, then classes, then runs,
+    /// the order every batch takes. Returns the runs touched.
+    pub(super) async fn reopen_jobs(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        jobs: &[JobId],
+    ) -> Result<BTreeSet<RunId>, StoreError> {
+        let now = now_ms();
+        let mut ids = jobs.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        // (run, class) -> (count taken out, jobs done taken out)
+        let mut classes: BTreeMap<(RunId, i64), (u128, i64)> = BTreeMap::new();
+        // run -> (jobs done reopened, conflicts closed, failures closed, count taken out)
+        let mut runs: BTreeMap<RunId, (i64, i64, i64, u128)> = BTreeMap::new();
+        let overflow = || StoreError::Internal("a class's counts overflow 128 bits".into());
+        for chunk in ids.chunks(self.backend.rows_per_statement(500, 1)) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT j.id, j.state, CAST(j.count AS TEXT), j.conflict, j.run_id, j.class_id FROM jobs j
+                 WHERE j.id IN ({}) ORDER BY j.id {}",
+                placeholders.join(", "),
+                self.backend.for_update()
+            );
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            let rows = query.fetch_all(&mut **tx).await?;
+            if rows.len() != chunk.len() {
+                let found: BTreeSet<JobId> = rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>()?;
+                let missing = chunk.iter().find(|id| !found.contains(id)).copied().unwrap_or_default();
+                return Err(StoreError::UnknownJob(missing));
+            }
+            for row in &rows {
+                let state: JobState = row.try_get::<String, _>(1)?.parse()?;
+                let conflict = i64::from(row.try_get::<i64, _>(3)? != 0);
+                let (run, class): (RunId, i64) = (row.try_get(4)?, row.try_get(5)?);
+                let entry = runs.entry(run).or_default();
+                entry.1 += conflict;
+                if state == JobState::Failed {
+                    entry.2 += 1;
+                }
+                if state == JobState::Done {
+                    let count = parse_count(&row.try_get::<Option<String>, _>(2)?.unwrap_or_else(|| "0".into()))?;
+                    entry.0 += 1;
+                    entry.3 = entry.3.checked_add(count).ok_or_else(overflow)?;
+                    let class = classes.entry((run, class)).or_default();
+                    class.0 = class.0.checked_add(count).ok_or_else(overflow)?;
+                    class.1 += 1;
+                }
+            }
+        }
+        for (&(run, class), &(count, done)) in &classes {
             sqlx::query(&format!(
-                "UPDATE classes SET count_sum = count_sum - {}, jobs_done = jobs_done - 1 WHERE run_id = $1 AND class_id = $2",
+                "UPDATE classes SET count_sum = count_sum - {}, jobs_done = jobs_done - $4 WHERE run_id = $1 AND class_id = $2",
                 self.backend.count("$3")
             ))
             .bind(run)
             .bind(class)
-            .bind(&count)
+            .bind(count.to_string())
+            .bind(done)
             .execute(&mut **tx)
             .await?;
         }
-        sqlx::query(&format!(
-            "UPDATE runs SET open_conflicts = open_conflicts - 1, jobs_remaining = jobs_remaining + $2,
-                    failed_jobs = failed_jobs - $3, counted = counted - {}, finished_at = NULL, weighted_sum = NULL,
-                    answer = NULL
-             WHERE id = $1",
-            self.backend.count("$4")
-        ))
-        .bind(run)
-        .bind(i64::from(done))
-        .bind(i64::from(failed))
-        .bind(if done { count.as_str() } else { "0" })
-        .execute(&mut **tx)
-        .await?;
-        // A new round: earlier votes and tokens no longer count.
-        sqlx::query(
-            "UPDATE jobs SET state = 'pending', count = NULL, votes = 0, conflict = 0, failures = 0, round = round + 1,
-                    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = $2 WHERE id = $1",
+        for (&run, &(done, conflicts, failed, count)) in &runs {
+            // Unfinished again: the answer is folded anew when the last job is.
+            sqlx::query(&format!(
+                "UPDATE runs SET open_conflicts = open_conflicts - $2, jobs_remaining = jobs_remaining + $3,
+                        failed_jobs = failed_jobs - $4, counted = counted - {}, finished_at = NULL,
+                        weighted_sum = NULL, answer = NULL
+                 WHERE id = $1",
+                self.backend.count("$5")
+            ))
+            .bind(run)
+            .bind(conflicts)
+            .bind(done)
+            .bind(failed)
+            .bind(count.to_string())
+            .execute(&mut **tx)
+            .await?;
+        }
+        // A new round: earlier votes, tokens and failures no longer count.
+        for chunk in ids.chunks(self.backend.rows_per_statement(500, 1)) {
+            let placeholders: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "UPDATE jobs SET state = 'pending', count = NULL, votes = 0, conflict = 0, failures = 0,
+                        round = round + 1, failure_epoch = failure_epoch + 1, lease_owner = NULL, lease_token = NULL,
+                        lease_expires_at = NULL, updated_at = $1
+                 WHERE id IN ({})",
+                placeholders.join(", ")
+            );
+            let mut query = sqlx::query(&sql).bind(now);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            query.execute(&mut **tx).await?;
+        }
+        Ok(runs.into_keys().collect())
+    }
+
+    /// Every job whose current round holds a result of `worker` that counts
+    /// (its accepted result, or a vote that agrees with the accepted count
+    /// or still waits for a quorum) goes back to the queue: what a
+    /// quarantined identity said is counted again by someone else before
+    /// any answer that includes it is final. Returns how many jobs.
+    pub(super) async fn reopen_results_of(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        worker: &str,
+    ) -> Result<usize, StoreError> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT j.id FROM results x JOIN jobs j ON j.id = x.job_id AND j.round = x.round
+             WHERE x.worker = $1 AND x.outcome IN ('accepted', 'vote')
+               AND (j.state IN ('pending', 'leased') OR (j.state = 'done' AND x.count = j.count))
+             ORDER BY j.id",
         )
-        .bind(job)
-        .bind(now)
-        .execute(&mut **tx)
+        .bind(worker)
+        .fetch_all(&mut **tx)
         .await?;
-        tracing::warn!(job, run, "conflict resolved by recounting the job");
-        Ok(run)
+        let jobs: Vec<JobId> = rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>()?;
+        if jobs.is_empty() {
+            return Ok(0);
+        }
+        let runs = self.reopen_jobs(tx, &jobs).await?;
+        tracing::error!(worker, jobs = jobs.len(), ?runs, "the quarantined identity's results are counted again");
+        Ok(jobs.len())
     }
 
     pub(crate) async fn fail_job(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
+        self.lock_identities(&mut tx, [worker]).await?;
         let row = sqlx::query(&format!(
-            "SELECT j.state, j.attempt, j.lease_token, j.run_id, j.lease_owner, j.lease_expires_at, j.failures
+            "SELECT j.state, j.attempt, j.lease_token, j.run_id, j.lease_owner, j.lease_expires_at, j.failures,
+                    j.failure_epoch
              FROM jobs j WHERE j.id = $1 {}",
             self.backend.for_update()
         ))
@@ -88,6 +189,7 @@ impl SqlStore {
         let owner: Option<String> = row.try_get(4)?;
         let expires: Option<i64> = row.try_get(5)?;
         let failures: i64 = row.try_get::<i64, _>(6)? + 1;
+        let epoch: i64 = row.try_get(7)?;
         if state != JobState::Leased
             || current.as_deref() != Some(token)
             || owner.as_deref() != Some(worker)
@@ -95,15 +197,28 @@ impl SqlStore {
         {
             return Err(StoreError::StaleToken { job });
         }
-        sqlx::query("INSERT INTO failures (job_id, attempt, worker, reason, failed_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(job)
-            .bind(attempt)
-            .bind(worker)
-            .bind(reason)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let exhausted = failures >= i64::from(self.config.max_attempts);
+        sqlx::query(
+            "INSERT INTO failures (job_id, attempt, worker, reason, failed_at, epoch) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(job)
+        .bind(attempt)
+        .bind(worker)
+        .bind(reason)
+        .bind(now)
+        .bind(epoch)
+        .execute(&mut *tx)
+        .await?;
+        // One identity alone can delay a job, never fail it: failing for
+        // good takes failures from several.
+        let identities: i64 =
+            sqlx::query("SELECT COUNT(DISTINCT worker) FROM failures WHERE job_id = $1 AND epoch = $2")
+                .bind(job)
+                .bind(epoch)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get(0)?;
+        let quorum = i64::from(self.config.fail_quorum.clamp(1, self.config.max_attempts.max(1)));
+        let exhausted = failures >= i64::from(self.config.max_attempts) && identities >= quorum;
         let next = if exhausted { JobState::Failed } else { JobState::Pending };
         sqlx::query(
             "UPDATE jobs SET state = $2, failures = $3, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
@@ -124,12 +239,22 @@ impl SqlStore {
                 job,
                 attempt,
                 failures,
+                identities,
                 worker,
                 reason,
                 "job failed for good; `census requeue` puts it back"
             );
         } else {
-            tracing::warn!(job, attempt, failures, worker, reason, "job failed; it will be retried");
+            tracing::warn!(job, attempt, failures, identities, worker, reason, "job failed; it will be retried");
+        }
+        // Failures are bounded per identity: past the limit it is quarantined.
+        let reported: i64 = sqlx::query("SELECT COUNT(*) FROM failures WHERE worker = $1")
+            .bind(worker)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get(0)?;
+        if reported >= i64::from(self.config.quarantine_after_failures) {
+            self.quarantine_in(&mut tx, worker, &format!("{reported} failures reported"), now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -172,8 +297,8 @@ impl SqlStore {
                 continue;
             }
             sqlx::query(
-                "UPDATE jobs SET state = 'pending', failures = 0, lease_owner = NULL, lease_token = NULL,
-                        lease_expires_at = NULL, updated_at = $2 WHERE id = $1",
+                "UPDATE jobs SET state = 'pending', failures = 0, failure_epoch = failure_epoch + 1, lease_owner = NULL,
+                        lease_token = NULL, lease_expires_at = NULL, updated_at = $2 WHERE id = $1",
             )
             .bind(id)
             .bind(now)

@@ -48,6 +48,12 @@ pub struct Args {
     /// Failures after which a job is failed for good (until `census requeue`), 1 to 1000.
     #[arg(long, env = "CENSUS_MAX_ATTEMPTS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_attempts: u32,
+    /// Distinct worker identities whose failures a job needs before it is failed for good, 1 to 5.
+    #[arg(long, env = "CENSUS_FAIL_QUORUM", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=5))]
+    fail_quorum: u32,
+    /// Reported failures after which a worker identity is quarantined, 1 to 1000000.
+    #[arg(long, env = "CENSUS_QUARANTINE_AFTER_FAILURES", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    quarantine_after_failures: u32,
     /// Rejected results after which a worker identity is quarantined, 1 to 1000.
     #[arg(long, env = "CENSUS_QUARANTINE_AFTER", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     quarantine_after: u32,
@@ -134,6 +140,8 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         quarantine_after: args.quarantine_after,
         max_lease_lifetime: Duration::from_secs(args.max_lease_lifetime),
         max_leases_per_worker: args.max_leases_per_worker,
+        fail_quorum: args.fail_quorum,
+        quarantine_after_failures: args.quarantine_after_failures,
     };
     let tls = tls_files(&args)?;
     let mut token_hashes = Vec::new();
