@@ -291,8 +291,8 @@ pub fn column_set_tuples(r: usize) -> u128 {
     (factorial(3 * r) / factorial(r).pow(3)).pow(r as u32)
 }
 
-/// Every class of top-band column sets for r x 3 boxes, in the order of
-/// their least patterns.
+/// Every class of top-band column sets for r x 3 boxes, as its least
+/// pattern, sorted by the patterns' (vector code, digits) lists.
 pub fn gangsters(r: usize) -> Result<Vec<Gangster>, ThreeBandError> {
     check_r(r)?;
     let mut level = vec![Pattern { r: r as u8, stacks: 1, rows: vec![(0, r as u8), (1, r as u8), (2, r as u8)] }];
@@ -303,6 +303,7 @@ pub fn gangsters(r: usize) -> Result<Vec<Gangster>, ThreeBandError> {
         }
         level = next;
     }
+    level.sort_unstable();
     let group = factorial(3 * r) * 6u128.pow(r as u32) * factorial(r);
     Ok(level
         .into_iter()
@@ -321,7 +322,14 @@ fn extend(pattern: &Pattern, stacks: usize, out: &mut Vec<Pattern>) {
     split_rows(pattern, 0, [r; 3], &mut rows, stacks, out);
 }
 
-fn split_rows(pattern: &Pattern, i: usize, room: [u8; 3], rows: &mut Vec<(u8, u8)>, stacks: usize, out: &mut Vec<Pattern>) {
+fn split_rows(
+    pattern: &Pattern,
+    i: usize,
+    room: [u8; 3],
+    rows: &mut Vec<(u8, u8)>,
+    stacks: usize,
+    out: &mut Vec<Pattern>,
+) {
     if i == pattern.rows.len() {
         let child = Pattern { r: pattern.r, stacks: stacks as u8, rows: rows.clone() };
         if least_with_automorphisms(&child).is_some() {
@@ -489,6 +497,65 @@ fn sum_stacks(
     total
 }
 
+/// One job: a gangster, counted as b(T) x G(T), the grids whose top band
+/// has one given column-set tuple T of the class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreeBandJob {
+    /// `<r>x3:` and the class's least pattern ([`Pattern::key`]): all a
+    /// worker needs.
+    pub key: String,
+    /// `<r>x3 gangster <i>`, i in the order of [`gangsters`].
+    pub group: String,
+    /// The class size: column-set tuples T in the class.
+    pub weight: u128,
+}
+
+/// The jobs of r x 3 boxes, one per gangster, in the order of [`gangsters`].
+pub fn jobs(r: usize) -> Result<Vec<ThreeBandJob>, ThreeBandError> {
+    Ok(gangsters(r)?
+        .into_iter()
+        .enumerate()
+        .map(|(index, gangster)| ThreeBandJob {
+            key: format!("{r}x3:{}", gangster.pattern.key()),
+            group: format!("{r}x3 gangster {index}"),
+            weight: gangster.size,
+        })
+        .collect())
+}
+
+/// Reads a job key back into its r and pattern.
+pub fn parse_key(key: &str) -> Result<Pattern, ThreeBandError> {
+    let bad = |reason: &str| ThreeBandError::BadPattern { text: key.to_string(), reason: reason.to_string() };
+    let (shape, pattern) = key.split_once(':').ok_or_else(|| bad("not <r>x3:<pattern>"))?;
+    let r = shape.strip_suffix("x3").and_then(|r| r.parse::<usize>().ok()).ok_or_else(|| bad("not <r>x3:<pattern>"))?;
+    Pattern::parse(r, pattern)
+}
+
+/// A job's count, b(T) x G(T), with `cancel` checked in the outer loop.
+///
+/// ```
+/// use census_math::three_bands::count_job;
+/// use std::sync::atomic::AtomicBool;
+/// // 3 x 2 boxes: both stacks split the digits alike; b = 2^3 (each pair
+/// // of digits is ordered in one column per stack), G = 1,408.
+/// let never = AtomicBool::new(false);
+/// assert_eq!(count_job("2x3:00.00.11.11.22.22", &never), Ok(8 * 1_408));
+/// ```
+pub fn count_job(key: &str, cancel: &AtomicBool) -> Result<u128, ThreeBandError> {
+    let pattern = parse_key(key)?;
+    Ok(band_count(&pattern) * completions_by_sum(&pattern, cancel)?)
+}
+
+/// The number of grids: the sum of weight x count over the jobs of
+/// [`jobs`] (the caller checks that the results are exactly those jobs).
+pub fn fold<'a>(results: impl IntoIterator<Item = (&'a ThreeBandJob, u128)>) -> num_bigint::BigUint {
+    results.into_iter().map(|(job, count)| num_bigint::BigUint::from(job.weight) * count).sum()
+}
+
+/// Published totals: 4 x 3 (and 3 x 4) boxes, Pettersen and Silver (2006),
+/// re-verified by Silver (2022, github.com/GizmoBill/Sudoku4x3).
+pub const PUBLISHED_4X3: &str = "81171437193104932746936103027318645818654720000";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,18 +571,84 @@ mod tests {
         }
     }
 
-    /// 2 x 3 boxes transposed (3 x 2): 28,200,960 grids.
+    /// The same counter through the job keys: 3 x 2 boxes (the transpose
+    /// of 2 x 3) give 28,200,960 grids and 3 x 3 boxes N0 (published, see
+    /// /work/shared/shapes.md); the class sizes add up to the column-set
+    /// tuples. r = 3 has 44 classes, as many as Russell's column-set stage
+    /// of the 9x9 count (the same symmetries).
     #[test]
     fn grids_of_2_and_3_rows() {
-        for (r, grids) in [(2usize, 28_200_960u128), (3, 6_670_903_752_021_072_936_960)] {
-            let classes = gangsters(r).unwrap();
-            assert_eq!(classes.iter().map(|g| g.size).sum::<u128>(), column_set_tuples(r));
+        for (r, classes, grids) in [(2usize, 3, 28_200_960u128), (3, 44, 6_670_903_752_021_072_936_960)] {
+            let jobs = jobs(r).unwrap();
+            assert_eq!(jobs.len(), classes);
+            assert_eq!(jobs.iter().map(|job| job.weight).sum::<u128>(), column_set_tuples(r));
             let never = AtomicBool::new(false);
-            let total: u128 = classes
-                .iter()
-                .map(|g| g.size * band_count(&g.pattern) * completions_by_sum(&g.pattern, &never).unwrap())
-                .sum();
-            assert_eq!(total, grids, "r = {r}");
+            let counts: Vec<u128> = jobs.iter().map(|job| count_job(&job.key, &never).unwrap()).collect();
+            assert_eq!(fold(jobs.iter().zip(counts)).to_string(), grids.to_string(), "r = {r}");
+        }
+    }
+
+    #[test]
+    fn a_raised_flag_cancels_a_count() {
+        let raised = AtomicBool::new(true);
+        let key = &jobs(3).unwrap()[0].key;
+        assert_eq!(count_job(key, &raised), Err(ThreeBandError::Cancelled));
+    }
+
+    #[test]
+    fn bad_keys_are_refused_with_a_reason() {
+        let never = AtomicBool::new(false);
+        for (key, says) in [
+            ("00.00.11.11.22.22", "not <r>x3"),
+            ("5x3:00", "5 x 3 boxes are not supported"),
+            ("2x3:00.00.11.11.22", "5 digits"),
+            ("2x3:00.00.11.11.22.23", "other than 0, 1, 2"),
+            ("2x3:00.00.11.11.22.2", "not 2 columns"),
+            ("2x3:00.00.00.11.22.22", "does not hold 2 digits"),
+        ] {
+            let error = count_job(key, &never).unwrap_err().to_string();
+            assert!(error.contains(says), "{key:?}: {error}");
+        }
+    }
+
+    /// b against a count of all pairs of rows (permutations that fit the
+    /// column sets, disjoint in every column), for 2-row bands.
+    #[test]
+    fn band_count_agrees_with_brute_force() {
+        for key in ["00.00.11.11.22.22", "00.01.10.12.21.22", "01.02.10.12.20.21"] {
+            let pattern = Pattern::parse(2, key).unwrap();
+            assert_eq!(band_count(&pattern), brute_band_count(&pattern), "{key}");
+        }
+    }
+
+    /// Rows of a 2-row band: permutations of the 6 digits with column i's
+    /// digit in its set, the two rows disjoint per column.
+    fn brute_band_count(pattern: &Pattern) -> u128 {
+        let columns = pattern.columns();
+        let n = 3 * pattern.r();
+        let mut rows = Vec::new();
+        permutations(&columns[..n], 0, 0, &mut vec![0u8; n], &mut rows);
+        let mut count = 0;
+        for a in &rows {
+            for b in &rows {
+                if a.iter().zip(b).all(|(x, y)| x != y) {
+                    count += 1;
+                }
+            }
+        }
+        count
+    }
+
+    fn permutations(columns: &[u16], i: usize, used: u16, row: &mut Vec<u8>, out: &mut Vec<Vec<u8>>) {
+        if i == columns.len() {
+            out.push(row.clone());
+            return;
+        }
+        for digit in 0..columns.len() {
+            if columns[i] & (1 << digit) != 0 && used & (1 << digit) == 0 {
+                row[i] = digit as u8;
+                permutations(columns, i + 1, used | (1 << digit), row, out);
+            }
         }
     }
 }

@@ -1,0 +1,28 @@
+//! Lists the classes of top-band column sets for r x 3 boxes and times it:
+//! `cargo run --release -p census-math --example gangsters -- 4`.
+use census_math::three_bands::{band_count, column_set_tuples, gangsters};
+use std::time::Instant;
+
+fn main() {
+    let r: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(4);
+    let start = Instant::now();
+    let classes = gangsters(r).expect("r is 2..=4");
+    let sizes: u128 = classes.iter().map(|g| g.size).sum();
+    println!(
+        "r = {r}: {} classes, sizes sum {sizes} (tuples {}), {:.2} s",
+        classes.len(),
+        column_set_tuples(r),
+        start.elapsed().as_secs_f64()
+    );
+    // b for the first few classes, to time the band counter.
+    let sample = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(0usize);
+    if sample > 0 {
+        let start = Instant::now();
+        let step = classes.len() / sample;
+        let bands: u128 = classes.iter().step_by(step.max(1)).take(sample).map(|g| band_count(&g.pattern)).sum();
+        println!(
+            "b of {sample} classes: sum {bands}, {:.3} ms each",
+            start.elapsed().as_secs_f64() * 1e3 / sample as f64
+        );
+    }
+}

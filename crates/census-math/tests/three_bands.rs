@@ -1,0 +1,36 @@
+//! 4 x 3 boxes (the transpose of 3 x 4): the classes of top-band column
+//! sets, Silver and Pettersen's gangsters.
+
+use census_math::three_bands::{Pattern, column_set_tuples, gangsters, jobs, parse_key};
+
+/// 144,578 gangsters (Pettersen and Silver 2006; github.com/GizmoBill/Sudoku4x3),
+/// whose sizes add up to the 34,650^4 top-band column-set tuples (each of
+/// the four stacks splits the 12 digits into three ordered 4-sets:
+/// 12! / 4!^3 = 34,650 ways).
+#[test]
+fn there_are_144578_gangsters_and_their_sizes_add_up() {
+    let classes = gangsters(4).unwrap();
+    assert_eq!(classes.len(), 144_578);
+    assert_eq!(column_set_tuples(4), 34_650u128.pow(4));
+    assert_eq!(classes.iter().map(|g| g.size).sum::<u128>(), 34_650u128.pow(4));
+    // Sorted and strictly ascending: no class is listed twice.
+    assert!(classes.windows(2).all(|pair| pair[0].pattern < pair[1].pattern));
+    // The most symmetric class: every stack splits the digits alike. Its
+    // stabilizer is 4!^3 digit maps x 3! column orders x 4! stack orders.
+    let alike = Pattern::parse(4, "0000.0000.0000.0000.1111.1111.1111.1111.2222.2222.2222.2222").unwrap();
+    let class = classes.iter().find(|g| g.pattern == alike).expect("the plain pattern is least");
+    assert_eq!(class.size, 479_001_600 * 31_104 / (13_824 * 6 * 24));
+}
+
+/// Job keys name their class and read back to it.
+#[test]
+fn gangster_keys_read_back() {
+    let jobs = jobs(4).unwrap();
+    let classes = gangsters(4).unwrap();
+    assert_eq!(jobs.len(), classes.len());
+    for (job, class) in jobs.iter().zip(&classes).step_by(997) {
+        assert_eq!(parse_key(&job.key).unwrap(), class.pattern);
+        assert_eq!(job.weight, class.size);
+    }
+    assert_eq!(jobs[0].group, "4x3 gangster 0");
+}
