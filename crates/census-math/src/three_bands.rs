@@ -556,6 +556,34 @@ pub fn fold<'a>(results: impl IntoIterator<Item = (&'a ThreeBandJob, u128)>) -> 
 /// re-verified by Silver (2022, github.com/GizmoBill/Sudoku4x3).
 pub const PUBLISHED_4X3: &str = "81171437193104932746936103027318645818654720000";
 
+/// Reads lines of Silver's published gangster counts (`2022 Data/gridCount_*.txt`
+/// in github.com/GizmoBill/Sudoku4x3): index, count, thread, seconds, where a
+/// count `*N` stands for 64 x N. Lines starting with `#` and blank lines are
+/// skipped. Returns (Silver's index, count) pairs, or the first bad line.
+pub fn parse_published_counts(text: &str) -> Result<Vec<(u32, u128)>, String> {
+    let mut out = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || format!("line {}: {line:?} is not INDEX COUNT THREAD SECONDS", number + 1);
+        let mut words = line.split_whitespace();
+        let index = words.next().and_then(|w| w.parse::<u32>().ok()).ok_or_else(bad)?;
+        let count = words.next().ok_or_else(bad)?;
+        let count = match count.strip_prefix('*') {
+            Some(short) => short.parse::<u128>().ok().and_then(|n| n.checked_mul(64)),
+            None => count.parse::<u128>().ok(),
+        }
+        .ok_or_else(bad)?;
+        if words.count() != 2 {
+            return Err(bad());
+        }
+        out.push((index, count));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

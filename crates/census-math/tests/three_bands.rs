@@ -1,7 +1,7 @@
 //! 4 x 3 boxes (the transpose of 3 x 4): the classes of top-band column
 //! sets, Silver and Pettersen's gangsters.
 
-use census_math::three_bands::{Pattern, column_set_tuples, gangsters, jobs, parse_key};
+use census_math::three_bands::{Pattern, column_set_tuples, gangsters, jobs, parse_key, parse_published_counts};
 
 /// 144,578 gangsters (Pettersen and Silver 2006; github.com/GizmoBill/Sudoku4x3),
 /// whose sizes add up to the 34,650^4 top-band column-set tuples (each of
@@ -33,4 +33,20 @@ fn gangster_keys_read_back() {
         assert_eq!(job.weight, class.size);
     }
     assert_eq!(jobs[0].group, "4x3 gangster 0");
+}
+
+/// The sample of Silver's published counts (tests/data, its header names
+/// the source and the lines) reads back: 22 gangsters, the largest and the
+/// smallest published counts among them, the `*` short forms multiplied
+/// back by 64, every count above 2^64 (so a job's count needs u128).
+#[test]
+fn the_published_sample_reads_back() {
+    let sample = parse_published_counts(include_str!("data/silver_4x3_gangster_counts.txt")).unwrap();
+    assert_eq!(sample.len(), 22);
+    assert_eq!(sample.iter().map(|&(_, count)| count).max(), Some(71_040_502_078_290_395_136));
+    assert_eq!(sample.iter().map(|&(_, count)| count).min(), Some(60_653_215_712_706_427_392));
+    assert!(sample.contains(&(86_407, 959_688_263_500_148_584 * 64)));
+    assert!(sample.iter().all(|&(_, count)| count > u128::from(u64::MAX)));
+    assert!(parse_published_counts("1 *x 0 1.0").unwrap_err().contains("line 1"));
+    assert!(parse_published_counts("1 2 3").is_err());
 }
