@@ -29,10 +29,10 @@ fn main() {
         bands.len(),
         start.elapsed().as_secs_f64()
     );
-    let published = parse_published_counts(include_str!("../tests/data/silver_4x3_gangster_counts.txt"))
-        .expect("the sample reads");
+    let published =
+        parse_published_counts(include_str!("../tests/data/silver_4x3_gangster_counts.txt")).expect("the sample reads");
     let silver = g / 576;
-    match published.iter().find(|&&(_, count)| count == silver && g % 576 == 0) {
+    match published.iter().find(|&&(_, count)| count == silver && g.is_multiple_of(576)) {
         Some((index, _)) => println!("G / 4!^2 = {silver} = Silver's published count of his gangster {index}"),
         None => {
             println!("G / 4!^2 = {silver} is not in the sample of published counts");

@@ -16,9 +16,8 @@ fn main() {
     );
     // b for the first few classes, to time the band counter.
     let sample = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(0usize);
-    if sample > 0 {
+    if let Some(step) = classes.len().checked_div(sample) {
         let start = Instant::now();
-        let step = classes.len() / sample;
         let bands: u128 = classes.iter().step_by(step.max(1)).take(sample).map(|g| band_count(&g.pattern)).sum();
         println!(
             "b of {sample} classes: sum {bands}, {:.3} ms each",
