@@ -1,6 +1,6 @@
 //! Lists the classes of top-band column sets for r x 3 boxes and times it:
 //! `cargo run --release -p census-math --example gangsters -- 4`.
-use census_math::three_bands::{band_count, column_set_tuples, gangsters};
+use census_math::three_bands::{band_count, column_set_tuples, gangsters, least};
 use std::time::Instant;
 
 fn main() {
@@ -13,6 +13,13 @@ fn main() {
         classes.len(),
         column_set_tuples(r),
         start.elapsed().as_secs_f64()
+    );
+    // least() of every class's pattern: the canonical form a term of G needs twice.
+    let start = Instant::now();
+    let unchanged = classes.iter().filter(|g| least(&g.pattern) == g.pattern).count();
+    println!(
+        "least() of all {unchanged} patterns: {:.2} us each",
+        start.elapsed().as_secs_f64() * 1e6 / classes.len() as f64
     );
     // b for the first few classes, to time the band counter.
     let sample = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(0usize);
