@@ -623,8 +623,17 @@ pub fn completions(pattern: &Pattern, bands: &mut BandCounts, cancel: &AtomicBoo
             last[s][usize::from(vector[s])] = i;
         }
     }
-    let mut search =
-        MoveSearch { r, rows: &rows, last, chosen: Vec::new(), moved: [[0; 3]; MAX_R], bands, cancel, total: 0 };
+    let mut search = MoveSearch {
+        r,
+        rows: &rows,
+        last,
+        chosen: Vec::new(),
+        moved: [[0; 3]; MAX_R],
+        bands,
+        cancel,
+        terms: 0,
+        total: 0,
+    };
     search.row(0)?;
     Ok(search.total)
 }
@@ -639,17 +648,21 @@ struct MoveSearch<'a> {
     moved: [[u8; 3]; MAX_R],
     bands: &'a mut BandCounts,
     cancel: &'a AtomicBool,
+    terms: u64,
     total: u128,
 }
 
 impl MoveSearch<'_> {
     fn row(&mut self, i: usize) -> Result<(), ThreeBandError> {
         if i == self.rows.len() {
+            // A term costs microseconds, or milliseconds when it meets a
+            // class whose b is not yet known: look at the flag every 64.
+            self.terms += 1;
+            if self.terms.is_multiple_of(64) && self.cancel.load(AtomicOrdering::Relaxed) {
+                return Err(ThreeBandError::Cancelled);
+            }
             self.leaf();
             return Ok(());
-        }
-        if i <= 1 && self.cancel.load(AtomicOrdering::Relaxed) {
-            return Err(ThreeBandError::Cancelled);
         }
         let mut multiset = Vec::new();
         self.multisets(i, 0, self.rows[i].1, &mut multiset)
@@ -760,7 +773,7 @@ pub fn parse_key(key: &str) -> Result<Pattern, ThreeBandError> {
     Pattern::parse(r, pattern)
 }
 
-/// A job's count, b(T) x G(T), with `cancel` checked in the outer loop.
+/// A job's count, b(T) x G(T), with `cancel` checked every 64 terms of G.
 ///
 /// ```
 /// use census_math::three_bands::count_job;
@@ -892,8 +905,11 @@ mod tests {
     #[test]
     fn a_raised_flag_cancels_a_count() {
         let raised = AtomicBool::new(true);
-        let key = &jobs(3).unwrap()[0].key;
-        assert_eq!(count_job(key, &raised), Err(ThreeBandError::Cancelled));
+        for job in jobs(3).unwrap() {
+            assert_eq!(count_job(&job.key, &raised), Err(ThreeBandError::Cancelled), "{}", job.key);
+        }
+        let pattern = &gangsters(3).unwrap()[0].pattern;
+        assert_eq!(completions_by_sum(pattern, &raised), Err(ThreeBandError::Cancelled));
     }
 
     #[test]
