@@ -510,7 +510,7 @@ fn sum_stacks(
     total
 }
 
-/// The least pattern of `pattern`'s class (the order of [`Canonicity`]),
+/// The least pattern of `pattern`'s class (in the order orderly generation uses),
 /// by branch and bound over the stack and column permutations.
 pub fn least(pattern: &Pattern) -> Pattern {
     let stacks = usize::from(pattern.stacks);
