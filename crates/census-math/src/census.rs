@@ -6,8 +6,9 @@
 //! Three kinds exist: the 9x9 count of Felgenhauer and Jarvis (jobs are a
 //! class representative and a seed), the essentially different grids of
 //! Russell and Jarvis (jobs are conjugacy classes of the rearrangement
-//! group, or parts of one) and 2 x c box shapes (jobs are column-set
-//! classes, or parts of one). The formulas stay in their modules; this one
+//! group, or parts of one) and other box shapes: 2 x c (jobs are column-set
+//! classes, or parts of one, counted by two bands) and 4 x 3 (jobs are
+//! the 144,578 gangsters, counted by three bands). The formulas stay in their modules; this one
 //! only gives them a common face. The store, the protocol and the worker are
 //! meant to see nothing but this (issue 9 wires them; today they still run
 //! the 9x9 count directly).
@@ -31,7 +32,7 @@ use num_bigint::BigUint;
 
 use crate::essentially_different as ed;
 use crate::total::{factorize, kilfoil_estimate, n0_from_s, relative_error};
-use crate::{Band, ClassTable, Counter, CounterKind, SEEDS, Seed, Stage, shapes};
+use crate::{Band, ClassTable, Counter, CounterKind, SEEDS, Seed, Stage, shapes, three_bands};
 
 /// A kind of exact count and its parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,8 +41,10 @@ pub enum Census {
     Sudoku { stage: Stage, counter: CounterKind },
     /// 9x9 grids up to the 3,359,232 rearrangements and relabelling.
     EssentiallyDifferent,
-    /// Grids with boxes of 2 rows x `c` columns (side 2c), c = 2..=6.
-    Shape { c: usize },
+    /// Grids with boxes of `rows` x `cols` (side rows x cols): 2 x c for
+    /// c = 2..=6 (two bands, [`shapes`]) and 4 x 3 (three bands,
+    /// [`three_bands`]). A transposed shape reads as the same census.
+    Shape { rows: usize, cols: usize },
 }
 
 /// One job as an engine stores it.
@@ -96,7 +99,7 @@ impl fmt::Display for Census {
         match self {
             Census::Sudoku { stage, counter } => write!(f, "sudoku stage={} counter={}", stage.name(), counter),
             Census::EssentiallyDifferent => write!(f, "essentially-different"),
-            Census::Shape { c } => write!(f, "shape boxes=2x{c}"),
+            Census::Shape { rows, cols } => write!(f, "shape boxes={rows}x{cols}"),
         }
     }
 }
@@ -105,7 +108,8 @@ impl FromStr for Census {
     type Err = CensusError;
 
     /// `sudoku [stage=S] [counter=C]`, `essentially-different`, or
-    /// `shape boxes=RxC` with one side 2 (`3x3` is the sudoku count).
+    /// `shape boxes=RxC` with one side 2, or 4x3 (3x4); `3x3` is the sudoku
+    /// count.
     fn from_str(text: &str) -> Result<Census, CensusError> {
         let bad = |reason: String| CensusError::BadCensus { text: text.to_string(), reason };
         let mut words = text.split_whitespace();
@@ -135,10 +139,13 @@ impl FromStr for Census {
                 match (r, c) {
                     (3, 3) => Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets },
                     // r x c and c x r boxes have the same grids (transpose).
-                    (2, c) | (c, 2) if (shapes::MIN_C..=shapes::MAX_C).contains(&c) => Census::Shape { c },
+                    (2, c) | (c, 2) if (shapes::MIN_C..=shapes::MAX_C).contains(&c) => {
+                        Census::Shape { rows: 2, cols: c }
+                    }
+                    (4, 3) | (3, 4) => Census::Shape { rows: 4, cols: 3 },
                     _ => {
                         return Err(bad(format!(
-                            "boxes={boxes}: the shapes are 2x2 to 2x6, their transposes, and 3x3"
+                            "boxes={boxes}: the shapes are 2x2 to 2x6, their transposes, 3x3, and 4x3 (3x4)"
                         )));
                     }
                 }
@@ -165,9 +172,11 @@ impl Census {
         match *self {
             Census::Sudoku { .. } => Some(n0_from_s(&BigUint::from(crate::total::PUBLISHED_S))),
             Census::EssentiallyDifferent => Some(BigUint::from(PUBLISHED_ESSENTIALLY_DIFFERENT)),
-            Census::Shape { c } => {
-                shapes::PUBLISHED_GRIDS.iter().find(|(side, _)| *side == c).and_then(|(_, grids)| grids.parse().ok())
+            Census::Shape { rows: 2, cols } => {
+                shapes::PUBLISHED_GRIDS.iter().find(|(side, _)| *side == cols).and_then(|(_, grids)| grids.parse().ok())
             }
+            Census::Shape { rows: 4, cols: 3 } => three_bands::PUBLISHED_4X3.parse().ok(),
+            Census::Shape { .. } => None,
         }
     }
 
@@ -198,7 +207,12 @@ impl Census {
                     weight: u128::from(job.weight),
                 })
                 .collect()),
-            Census::Shape { c } => Ok(shapes::jobs(c)
+            Census::Shape { rows: 2, cols } => Ok(shapes::jobs(cols)
+                .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?
+                .into_iter()
+                .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
+                .collect()),
+            Census::Shape { rows, .. } => Ok(three_bands::jobs(rows)
                 .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?
                 .into_iter()
                 .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
@@ -212,18 +226,20 @@ impl Census {
         match *self {
             Census::Sudoku { counter, .. } => counter.version().to_string(),
             Census::EssentiallyDifferent => format!("fixed-points/{}", ed::jobs::KEY_VERSION),
-            Census::Shape { .. } => "band-f/1".to_string(),
+            Census::Shape { rows: 2, .. } => "band-f/1".to_string(),
+            Census::Shape { .. } => "three-bands/1".to_string(),
         }
     }
 
     /// How a class's count sum enters the answer: a class contributes
     /// weight x (count sum)^power. 1 for the 9x9 count (size x seed sum)
     /// and the essentially different grids (class size x fixed count), 2
-    /// for box shapes (weight x F(S)^2: a class's parts add up to F(S)
-    /// first). The store's audit view shows each class's contribution so.
+    /// for 2 x c box shapes (weight x F(S)^2: a class's parts add up to
+    /// F(S) first), 1 for 4 x 3 (class size x b x G, one job a class). The
+    /// store's audit view shows each class's contribution so.
     pub fn class_power(&self) -> u32 {
         match self {
-            Census::Shape { .. } => 2,
+            Census::Shape { rows: 2, .. } => 2,
             _ => 1,
         }
     }
@@ -270,7 +286,8 @@ impl Census {
         match *self {
             Census::Sudoku { counter, .. } => JobCounter::Sudoku(counter.build()),
             Census::EssentiallyDifferent => JobCounter::EssentiallyDifferent,
-            Census::Shape { c } => JobCounter::Shape { c },
+            Census::Shape { rows: 2, cols } => JobCounter::Shape { c: cols },
+            Census::Shape { rows, .. } => JobCounter::ThreeBands { r: rows },
         }
     }
 
@@ -349,7 +366,27 @@ impl Census {
                 terms.push(("essentially different = sum / |G|".into(), fold.answer.to_string()));
                 Ok(Answer { value: fold.answer, terms })
             }
-            Census::Shape { c } => {
+            Census::Shape { rows, .. } if rows != 2 => {
+                let three_band_jobs: Vec<three_bands::ThreeBandJob> = jobs
+                    .iter()
+                    .map(|job| three_bands::ThreeBandJob {
+                        key: job.key.clone(),
+                        group: job.group.clone(),
+                        weight: job.weight,
+                    })
+                    .collect();
+                let value = three_bands::fold(three_band_jobs.iter().zip(counts.iter().copied()));
+                let terms = vec![
+                    ("gangsters (classes of top-band column sets)".into(), jobs.len().to_string()),
+                    (
+                        "column-set tuples (sum of class sizes)".into(),
+                        jobs.iter().map(|job| BigUint::from(job.weight)).sum::<BigUint>().to_string(),
+                    ),
+                    (format!("grids({rows} x 3) = sum of size x b x G"), value.to_string()),
+                ];
+                Ok(Answer { value, terms })
+            }
+            Census::Shape { cols: c, .. } => {
                 let shape_jobs: Vec<shapes::ShapeJob> = jobs
                     .iter()
                     .map(|job| shapes::ShapeJob { key: job.key.clone(), group: job.group.clone(), weight: job.weight })
@@ -372,7 +409,13 @@ impl Census {
 pub enum JobCounter {
     Sudoku(Box<dyn Counter>),
     EssentiallyDifferent,
-    Shape { c: usize },
+    Shape {
+        c: usize,
+    },
+    /// r x 3 boxes by three bands ([`three_bands::count_job`]).
+    ThreeBands {
+        r: usize,
+    },
 }
 
 impl JobCounter {
@@ -407,6 +450,16 @@ impl JobCounter {
                 }
                 shapes::count_job_cancellable(key, cancel).map_err(|e| bad(e.to_string()))?
             }
+            JobCounter::ThreeBands { r } => {
+                if !key.starts_with(&format!("{r}x3:")) {
+                    return Err(bad(format!("not a {r} x 3 key")));
+                }
+                match three_bands::count_job(key, cancel) {
+                    Ok(count) => Some(count),
+                    Err(three_bands::ThreeBandError::Cancelled) => None,
+                    Err(e) => return Err(bad(e.to_string())),
+                }
+            }
         };
         count.ok_or(CensusError::Cancelled)
     }
@@ -429,20 +482,25 @@ mod tests {
 
     #[test]
     fn censuses_read_back_what_they_print() {
-        for text in ["sudoku stage=russell counter=column-sets", "essentially-different", "shape boxes=2x5"] {
+        for text in
+            ["sudoku stage=russell counter=column-sets", "essentially-different", "shape boxes=2x5", "shape boxes=4x3"]
+        {
             assert_eq!(text.parse::<Census>().unwrap().to_string(), text);
         }
         assert_eq!(
             "sudoku".parse::<Census>().unwrap(),
             Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets }
         );
-        assert_eq!("shape boxes=4x2".parse::<Census>().unwrap(), Census::Shape { c: 4 });
+        assert_eq!("shape boxes=4x2".parse::<Census>().unwrap(), Census::Shape { rows: 2, cols: 4 });
+        assert_eq!("shape boxes=3x4".parse::<Census>().unwrap(), Census::Shape { rows: 4, cols: 3 });
+        assert_eq!("shape boxes=3x4".parse::<Census>().unwrap().to_string(), "shape boxes=4x3");
         assert_eq!("shape boxes=3x3".parse::<Census>().unwrap(), "sudoku".parse().unwrap());
         for (text, says) in [
             ("", "empty"),
             ("tetris", "not a kind"),
             ("shape", "boxes=RxC"),
-            ("shape boxes=3x4", "2x2 to 2x6"),
+            ("shape boxes=3x5", "2x2 to 2x6"),
+            ("shape boxes=4x4", "4x3 (3x4)"),
             ("shape boxes=2x", "not RxC"),
             ("sudoku stage=45", "45"),
             ("sudoku stage=44 stage=71", "twice"),
@@ -473,6 +531,24 @@ mod tests {
             assert_eq!(answer.value.to_string(), grids, "{boxes}");
             assert_eq!(census.published(), Some(answer.value));
         }
+    }
+
+    /// 4 x 3 boxes: one job per gangster (144,578), weights the class sizes
+    /// (adding up to the 34,650^4 top-band column-set tuples, which a fold
+    /// of counts all 1 shows), class power 1, and the published total
+    /// (Pettersen and Silver 2006). The jobs' real counts are b x G, tested
+    /// in `three_bands` for r = 2 and 3.
+    #[test]
+    fn the_4x3_census_has_a_job_per_gangster() {
+        let census: Census = "shape boxes=3x4".parse().unwrap();
+        let jobs = census.jobs().unwrap();
+        assert_eq!(jobs.len(), 144_578);
+        assert_eq!(census.class_power(), 1);
+        assert_eq!(census.counter_version(), "three-bands/1");
+        let ones = vec![1u128; jobs.len()];
+        let answer = census.fold(&jobs, &ones).unwrap();
+        assert_eq!(answer.value, BigUint::from(34_650u128.pow(4)));
+        assert_eq!(census.published().unwrap().to_string(), "81171437193104932746936103027318645818654720000");
     }
 
     /// The fold refuses anything but exactly the census's jobs, each once.
@@ -517,8 +593,11 @@ mod tests {
             assert!(matches!(sudoku.count(key), Err(CensusError::BadKey { .. })), "{key:?}");
         }
         assert_eq!(sudoku.count("123456789456789123789123456 235/689").map(|n| n > 0), Ok(true));
-        let shape = Census::Shape { c: 3 }.job_counter();
+        let shape = Census::Shape { rows: 2, cols: 3 }.job_counter();
         assert!(shape.count("2x2:003,003").unwrap_err().to_string().contains("not a 2 x 3 key"));
         assert!(Census::EssentiallyDifferent.job_counter().count("2x2:003,003").is_err());
+        let twelve = Census::Shape { rows: 4, cols: 3 }.job_counter();
+        assert!(twelve.count("2x2:003,003").unwrap_err().to_string().contains("not a 4 x 3 key"));
+        assert!(twelve.count("4x3:0000.0000").unwrap_err().to_string().contains("2 digits, not 12"));
     }
 }

@@ -415,7 +415,7 @@ fn bench_counts_other_kinds_of_census_exactly() {
     assert!(text.contains("classes of G fixing some grid: 27"), "{text}");
     assert!(text.contains("answer = 5,472,730,538 (the published value)"), "{text}");
 
-    let unknown = census(&["bench", "--census", "shape boxes=3x4"]);
+    let unknown = census(&["bench", "--census", "shape boxes=3x5"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("the shapes are 2x2 to 2x6"));
 }
