@@ -32,8 +32,8 @@
 //! state, so a caller can shard a layer's parents over cores or machines and
 //! sum the children by key; [`next_layer`] is that loop on one core.
 
-use std::collections::HashMap;
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::sync::atomic::{self, AtomicBool};
 
 use num_bigint::BigUint;
@@ -154,7 +154,9 @@ pub fn first_layer(c: usize) -> Result<Layer, ShapeError> {
 /// `cancel` between parents.
 pub fn next_layer(layer: &Layer, cancel: &AtomicBool) -> Result<Layer, LayerError> {
     if layer.is_complete() {
-        return Err(ShapeError::BadSets { reason: format!("layer {} of 2 x {} is the last", layer.rows, layer.c) }.into());
+        return Err(
+            ShapeError::BadSets { reason: format!("layer {} of 2 x {} is the last", layer.rows, layer.c) }.into()
+        );
     }
     let mut sums: HashMap<Masks, u128, FxBuildHasher> = HashMap::default();
     let mut emissions = 0u64;
@@ -193,6 +195,17 @@ pub fn layers(
 /// (canonical children, K = prod_w d_w!) and returns the number of emissions.
 /// A child reached twice is handed over twice: the caller sums by key.
 pub fn emit(c: usize, parent: &Masks, weight: u128, sink: &mut impl FnMut(Masks, u128)) -> u64 {
+    emit_raw(c, parent, &mut |child, k| sink(canonical(c, child).0, weight * k))
+}
+
+/// The number of emissions of one parent state, without canonicalising the
+/// children: how a layer's fan-out is measured or sampled cheaply.
+pub fn emission_count(c: usize, parent: &Masks) -> u64 {
+    emit_raw(c, parent, &mut |_, _| {})
+}
+
+/// Every emission's child (sorted masks, not canonical) and K = prod_w d_w!.
+fn emit_raw(c: usize, parent: &Masks, sink: &mut impl FnMut(&Masks, u128)) -> u64 {
     let n = 2 * c;
     // Distinct masks and their multiplicities.
     let mut distinct = [0u16; MAX_SLOTS];
@@ -207,7 +220,7 @@ pub fn emit(c: usize, parent: &Masks, weight: u128, sink: &mut impl FnMut(Masks,
             kinds += 1;
         }
     }
-    let mut walk = Emission { c, distinct, boxes: [0; MAX_SLOTS], left, kinds, child: [0; MAX_SLOTS], weight, count: 0 };
+    let mut walk = Emission { c, distinct, boxes: [0; MAX_SLOTS], left, kinds, child: [0; MAX_SLOTS], count: 0 };
     for k in 0..kinds {
         walk.boxes[k] = boxes_of(distinct[k]);
     }
@@ -222,14 +235,13 @@ struct Emission {
     left: [u8; MAX_SLOTS],
     kinds: usize,
     child: Masks,
-    weight: u128,
     count: u64,
 }
 
 impl Emission {
     /// Gives slot v (and then the slots after it) to each mask kind that
     /// still needs slots and misses v's box.
-    fn slot(&mut self, v: usize, sink: &mut impl FnMut(Masks, u128)) {
+    fn slot(&mut self, v: usize, sink: &mut impl FnMut(&Masks, u128)) {
         let n = 2 * self.c;
         if v == n {
             self.count += 1;
@@ -245,7 +257,7 @@ impl Emission {
                     run = 1;
                 }
             }
-            sink(canonical(self.c, &child).0, self.weight * k);
+            sink(&child, k);
             return;
         }
         let box_bit = 1u16 << (v & !1);
@@ -562,7 +574,9 @@ pub struct LayerClass {
 /// the number of grids, the sum of m ell F^2.
 pub fn finish(layer: &Layer) -> Result<(Vec<LayerClass>, BigUint), ShapeError> {
     if !layer.is_complete() {
-        return Err(ShapeError::BadResults { reason: format!("layer {} of 2 x {} is not complete", layer.rows, layer.c) });
+        return Err(ShapeError::BadResults {
+            reason: format!("layer {} of 2 x {} is not complete", layer.rows, layer.c),
+        });
     }
     let n = 2 * layer.c;
     let factorial = |m: usize| (1..=m as u128).product::<u128>();
