@@ -123,7 +123,7 @@ impl Layer {
         if rows == 0 || rows > c {
             return Err(ShapeError::BadSets { reason: format!("a layer of 2 x {c} has 1..={c} rows, not {rows}") });
         }
-        states.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        states.sort_unstable_by_key(|state| state.0);
         for pair in states.windows(2) {
             if pair[0].0 == pair[1].0 {
                 return Err(ShapeError::BadSets { reason: format!("state {:?} appears twice", pair[0].0) });
@@ -167,7 +167,7 @@ pub fn next_layer(layer: &Layer, cancel: &AtomicBool) -> Result<Layer, LayerErro
         emissions += emit(layer.c, masks, *weight, &mut |child, w| *sums.entry(child).or_insert(0) += w);
     }
     let mut states: Vec<_> = sums.into_iter().collect();
-    states.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    states.sort_unstable_by_key(|state| state.0);
     Ok(Layer { c: layer.c, rows: layer.rows + 1, states, emissions })
 }
 
@@ -221,8 +221,8 @@ fn emit_raw(c: usize, parent: &Masks, sink: &mut impl FnMut(&Masks, u128)) -> u6
         }
     }
     let mut walk = Emission { c, distinct, boxes: [0; MAX_SLOTS], left, kinds, child: [0; MAX_SLOTS], count: 0 };
-    for k in 0..kinds {
-        walk.boxes[k] = boxes_of(distinct[k]);
+    for (bx, &mask) in walk.boxes.iter_mut().zip(&distinct[..kinds]) {
+        *bx = boxes_of(mask);
     }
     walk.slot(0, sink);
     walk.count
@@ -662,10 +662,10 @@ mod tests {
                     for swaps in 0..8u16 {
                         let mut image = [0u16; MAX_SLOTS];
                         for (o, &u) in image.iter_mut().zip(&masks[..6]) {
-                            for b in 0..3 {
+                            for (b, &to) in perm.iter().enumerate() {
                                 for s in 0..2 {
                                     if (u >> (2 * b + s)) & 1 == 1 {
-                                        *o |= 1 << (2 * perm[b] + (s ^ usize::from((swaps >> b) & 1)));
+                                        *o |= 1 << (2 * to + (s ^ usize::from((swaps >> b) & 1)));
                                     }
                                 }
                             }
