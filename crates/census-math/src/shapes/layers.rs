@@ -342,12 +342,13 @@ pub fn canonical(c: usize, masks: &Masks) -> (Masks, u64) {
             digit_colour[i] = digit_colour[i].wrapping_add(OVERLAP_COLOURS[shared as usize]);
         }
     }
+    let mut slot_base = [0u64; MAX_SLOTS];
     if digits[0].count_ones() == 2 {
-        two_row_cycles(digits, &mut digit_colour);
+        two_row_cycles(digits, &mut digit_colour, &mut slot_base);
     }
     let mut slot_colour = [0u64; MAX_SLOTS];
     let refine_slots = |digit_colour: &[u64; MAX_SLOTS], slot_colour: &mut [u64; MAX_SLOTS]| {
-        *slot_colour = [0; MAX_SLOTS];
+        *slot_colour = slot_base;
         for (&u, &d) in digits.iter().zip(digit_colour) {
             let mixed = mix(d ^ 0x5555);
             let mut bits = u;
@@ -386,6 +387,22 @@ pub fn canonical(c: usize, masks: &Masks) -> (Masks, u64) {
     }
     let mut sorted = keys;
     sorted[..c].sort_unstable();
+    if sorted[..c].windows(2).all(|w| w[0] < w[1]) && keys[..c].iter().all(|k| k.0 != k.1) {
+        // One transform only (most states past the second row): no search.
+        let mut image = [0u16; MAX_SLOTS];
+        for (p, key) in sorted[..c].iter().enumerate() {
+            let b = keys[..c].iter().position(|k| k == key).expect("a key of a box");
+            let swap = slot_colour[2 * b] > slot_colour[2 * b + 1];
+            let shift = 2 * (c - 1 - p);
+            for (out, &u) in image.iter_mut().zip(digits) {
+                let field = (u >> (2 * b)) & 3;
+                let field = if swap { ((field & 1) << 1) | (field >> 1) } else { field };
+                *out |= field << shift;
+            }
+        }
+        image[..n].sort_unstable();
+        return (image, 1);
+    }
     let mut search = Search {
         c,
         digits,
@@ -408,7 +425,7 @@ pub fn canonical(c: usize, masks: &Masks) -> (Masks, u64) {
 /// a graph on the slots in which every slot has degree 2: a union of cycles.
 /// Colour refinement cannot tell a long cycle from two short ones, so each
 /// digit's colour also gets the length of its cycle.
-fn two_row_cycles(digits: &[u16], digit_colour: &mut [u64; MAX_SLOTS]) {
+fn two_row_cycles(digits: &[u16], digit_colour: &mut [u64; MAX_SLOTS], slot_base: &mut [u64; MAX_SLOTS]) {
     let n = digits.len();
     // The two digits at each slot.
     let mut at = [[usize::MAX; 2]; MAX_SLOTS];
@@ -421,7 +438,10 @@ fn two_row_cycles(digits: &[u16], digit_colour: &mut [u64; MAX_SLOTS]) {
             bits &= bits - 1;
         }
     }
-    let mut length = [0u64; MAX_SLOTS];
+    // Each digit's cycle length; each slot's cycle and place along it.
+    let mut length = [0usize; MAX_SLOTS];
+    let mut slot_cycle = [usize::MAX; MAX_SLOTS];
+    let mut slot_place = [0usize; MAX_SLOTS];
     for start in 0..n {
         if length[start] != 0 {
             continue;
@@ -431,6 +451,8 @@ fn two_row_cycles(digits: &[u16], digit_colour: &mut [u64; MAX_SLOTS]) {
         let (mut digit, mut slot) = (start, digits[start].trailing_zeros() as usize);
         loop {
             members[count] = digit;
+            slot_cycle[slot] = start;
+            slot_place[slot] = count;
             count += 1;
             // Leave `digit` by its other slot, then take the other digit there.
             slot = (digits[digit] & !(1 << slot)).trailing_zeros() as usize;
@@ -440,11 +462,24 @@ fn two_row_cycles(digits: &[u16], digit_colour: &mut [u64; MAX_SLOTS]) {
             }
         }
         for &m in &members[..count] {
-            length[m] = count as u64;
+            length[m] = count;
         }
     }
+    let cycle_length = |v: usize| length[slot_cycle[v]];
     for (colour, &l) in digit_colour.iter_mut().zip(&length[..n]) {
-        *colour = colour.wrapping_add(mix(0xc0ff_ee00 + l));
+        *colour = colour.wrapping_add(mix(0xc0ff_ee00 + l as u64));
+    }
+    // A slot also knows how far along its cycle the other side of its box
+    // is (or that it is on another cycle, and that cycle's length).
+    for (v, base) in slot_base.iter_mut().enumerate().take(n) {
+        let (l, partner) = (cycle_length(v), v ^ 1);
+        let relation = if slot_cycle[partner] == slot_cycle[v] {
+            let d = slot_place[v].abs_diff(slot_place[partner]);
+            d.min(l - d)
+        } else {
+            100 + cycle_length(partner)
+        };
+        *base = mix(0xbeef_0000 + (l << 8 | relation) as u64);
     }
 }
 
