@@ -61,7 +61,8 @@ fn main() {
         }
         let started = Instant::now();
         let mut sums: HashMap<Masks, u128, rustc_hash::FxBuildHasher> = HashMap::default();
-        let count = layers::emit(c, &parent, 1, &mut |child, w| *sums.entry(child).or_insert(0) += w);
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let count = layers::emit(c, &parent, 1, &never, &mut |child, w| *sums.entry(child).or_insert(0) += w).unwrap();
         let elapsed = started.elapsed().as_secs_f64();
         println!("parent {p}: {count} emissions, {} distinct children, {elapsed:.3} s", sums.len());
         emissions += count;

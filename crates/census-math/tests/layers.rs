@@ -85,7 +85,7 @@ fn two_by_five_every_class_by_search() {
 fn two_by_six_first_emissions() {
     let first = layers::first_layer(6).unwrap();
     assert_eq!(first.states().len(), 1);
-    assert_eq!(layers::emission_count(6, &first.states()[0].0), 59_245_120);
+    assert_eq!(layers::emission_count(6, &first.states()[0].0, &AtomicBool::new(false)), Ok(59_245_120));
 }
 
 /// The two 2 x 6 classes whose F is published: their stabilizers and orbits.

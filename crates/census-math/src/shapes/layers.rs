@@ -151,7 +151,7 @@ pub fn first_layer(c: usize) -> Result<Layer, ShapeError> {
 }
 
 /// The next layer, by emitting every state's children on this thread. Checks
-/// `cancel` between parents.
+/// `cancel` between parents and every few thousand emissions.
 pub fn next_layer(layer: &Layer, cancel: &AtomicBool) -> Result<Layer, LayerError> {
     if layer.is_complete() {
         return Err(
@@ -164,7 +164,7 @@ pub fn next_layer(layer: &Layer, cancel: &AtomicBool) -> Result<Layer, LayerErro
         if cancel.load(atomic::Ordering::Relaxed) {
             return Err(LayerError::Cancelled);
         }
-        emissions += emit(layer.c, masks, *weight, &mut |child, w| *sums.entry(child).or_insert(0) += w);
+        emissions += emit(layer.c, masks, *weight, cancel, &mut |child, w| *sums.entry(child).or_insert(0) += w)?;
     }
     let mut states: Vec<_> = sums.into_iter().collect();
     states.sort_unstable_by_key(|state| state.0);
@@ -194,18 +194,36 @@ pub fn layers(
 /// Calls `sink(child, weight x K)` for every emission of one parent state
 /// (canonical children, K = prod_w d_w!) and returns the number of emissions.
 /// A child reached twice is handed over twice: the caller sums by key.
-pub fn emit(c: usize, parent: &Masks, weight: u128, sink: &mut impl FnMut(Masks, u128)) -> u64 {
-    emit_raw(c, parent, &mut |child, k| sink(canonical(c, child).0, weight * k))
+/// Checks `cancel` every [`CANCEL_CHECK`] emissions (one parent of 2 x 6's
+/// first layer has 59 million).
+pub fn emit(
+    c: usize,
+    parent: &Masks,
+    weight: u128,
+    cancel: &AtomicBool,
+    sink: &mut impl FnMut(Masks, u128),
+) -> Result<u64, LayerError> {
+    emit_raw(c, parent, cancel, Some(&mut |child: &Masks, k| sink(canonical(c, child).0, weight * k)))
 }
+
+/// How many emissions pass between two looks at the cancellation flag: a few
+/// milliseconds' worth.
+pub const CANCEL_CHECK: u64 = 4096;
 
 /// The number of emissions of one parent state, without canonicalising the
 /// children: how a layer's fan-out is measured or sampled cheaply.
-pub fn emission_count(c: usize, parent: &Masks) -> u64 {
-    emit_raw(c, parent, &mut |_, _| {})
+pub fn emission_count(c: usize, parent: &Masks, cancel: &AtomicBool) -> Result<u64, LayerError> {
+    emit_raw::<fn(&Masks, u128)>(c, parent, cancel, None)
 }
 
-/// Every emission's child (sorted masks, not canonical) and K = prod_w d_w!.
-fn emit_raw(c: usize, parent: &Masks, sink: &mut impl FnMut(&Masks, u128)) -> u64 {
+/// Every emission's child (sorted masks, not canonical) and K = prod_w d_w!,
+/// to `sink` if there is one (else only counted).
+fn emit_raw<S: FnMut(&Masks, u128)>(
+    c: usize,
+    parent: &Masks,
+    cancel: &AtomicBool,
+    mut sink: Option<S>,
+) -> Result<u64, LayerError> {
     let n = 2 * c;
     // Distinct masks and their multiplicities.
     let mut distinct = [0u16; MAX_SLOTS];
@@ -220,15 +238,25 @@ fn emit_raw(c: usize, parent: &Masks, sink: &mut impl FnMut(&Masks, u128)) -> u6
             kinds += 1;
         }
     }
-    let mut walk = Emission { c, distinct, boxes: [0; MAX_SLOTS], left, kinds, child: [0; MAX_SLOTS], count: 0 };
+    let mut walk = Emission {
+        c,
+        distinct,
+        boxes: [0; MAX_SLOTS],
+        left,
+        kinds,
+        child: [0; MAX_SLOTS],
+        count: 0,
+        cancel,
+        cancelled: false,
+    };
     for (bx, &mask) in walk.boxes.iter_mut().zip(&distinct[..kinds]) {
         *bx = boxes_of(mask);
     }
-    walk.slot(0, sink);
-    walk.count
+    walk.slot(0, &mut sink);
+    if walk.cancelled { Err(LayerError::Cancelled) } else { Ok(walk.count) }
 }
 
-struct Emission {
+struct Emission<'a> {
     c: usize,
     distinct: [u16; MAX_SLOTS],
     boxes: [u16; MAX_SLOTS],
@@ -236,15 +264,21 @@ struct Emission {
     kinds: usize,
     child: Masks,
     count: u64,
+    cancel: &'a AtomicBool,
+    cancelled: bool,
 }
 
-impl Emission {
+impl Emission<'_> {
     /// Gives slot v (and then the slots after it) to each mask kind that
     /// still needs slots and misses v's box.
-    fn slot(&mut self, v: usize, sink: &mut impl FnMut(&Masks, u128)) {
+    fn slot<S: FnMut(&Masks, u128)>(&mut self, v: usize, sink: &mut Option<S>) {
         let n = 2 * self.c;
         if v == n {
             self.count += 1;
+            if self.count.is_multiple_of(CANCEL_CHECK) && self.cancel.load(atomic::Ordering::Relaxed) {
+                self.cancelled = true;
+            }
+            let Some(sink) = sink else { return };
             let mut child = self.child;
             child[..n].sort_unstable();
             let mut k = 1u128;
@@ -267,6 +301,9 @@ impl Emission {
                 self.child[v] = self.distinct[k] | (1 << v);
                 self.slot(v + 1, sink);
                 self.left[k] += 1;
+                if self.cancelled {
+                    return;
+                }
             }
         }
     }
@@ -722,6 +759,21 @@ mod tests {
     fn cancelled_before_the_first_parent() {
         let layer = first_layer(4).unwrap();
         assert_eq!(next_layer(&layer, &AtomicBool::new(true)), Err(LayerError::Cancelled));
+    }
+
+    /// The flag is seen inside one parent's emissions, after at most
+    /// CANCEL_CHECK of them (the 4,752 of 2 x 4's first layer).
+    #[test]
+    fn cancelled_within_a_parent() {
+        let parent = first_layer(4).unwrap().states()[0].0;
+        let (cancel, mut seen) = (AtomicBool::new(false), 0u64);
+        let result = emit(4, &parent, 1, &cancel, &mut |_, _| {
+            seen += 1;
+            cancel.store(true, atomic::Ordering::Relaxed);
+        });
+        assert_eq!(result, Err(LayerError::Cancelled));
+        assert_eq!(seen, CANCEL_CHECK);
+        assert_eq!(emission_count(4, &parent, &AtomicBool::new(false)), Ok(4752));
     }
 
     #[test]
