@@ -23,7 +23,7 @@
 //!   is reached prod_w d_w! times over the labelled digits (d_w the
 //!   multiplicities of the child's masks): T_(L+1)(can z) += T_L(x) prod_w d_w!.
 //! - At L = c every mask has one slot per box: the state is a column-set class
-//!   q of [`super::classes`] (bit b of its c-bit *word* is the digit's side in
+//!   q of [`super::classes()`] (bit b of its c-bit *word* is the digit's side in
 //!   box b). F(q) = T_c(q) / m_q, the class holds m_q ell_q tuples
 //!   (ell_q = (2c)! / prod_u c_u! labellings of the digits), and the number of
 //!   grids is the sum over q of m_q ell_q F(q)^2.
