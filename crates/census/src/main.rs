@@ -50,6 +50,8 @@ enum Command {
     CountBand(commands::count_band::Args),
     /// Count a whole stage in-process (no store) and report the speed.
     Bench(commands::bench::Args),
+    /// Run the 2 x C layer recurrence here, printing each layer's states and emissions.
+    Layers(commands::layers::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Classes(args) => commands::classes::run(args),
         Command::CountBand(args) => commands::count_band::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Layers(args) => commands::layers::run(args),
     };
     match outcome {
         Ok(code) => code,

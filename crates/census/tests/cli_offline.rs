@@ -451,3 +451,40 @@ fn status_of_a_missing_database_file_creates_nothing() {
     assert!(stderr.contains("there is no database file"), "{stderr}");
     assert!(!missing.exists(), "status created {}", missing.display());
 }
+
+/// `census layers` for 2x4: the published layer sizes and emissions
+/// (linche89/sudoku-enumeration, docs/reports/og2/c6-standalone-research-prompt-20260905.md)
+/// and Russell's total.
+#[test]
+fn layers_2x4_prints_each_layer_and_the_total() {
+    let output = census(&["layers", "--boxes", "4x2", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let column =
+        |key: &str| report["layers"].as_array().unwrap().iter().map(|l| l[key].as_u64().unwrap()).collect::<Vec<_>>();
+    assert_eq!(column("layer"), [1, 2, 3, 4]);
+    assert_eq!(column("states"), [1, 23, 54, 26]);
+    assert_eq!(column("emissions"), [0, 4752, 4630, 712]);
+    assert_eq!(report["classes"], 26);
+    assert_eq!(report["grids"], "29136487207403520");
+    assert_eq!(report["published"], true);
+
+    let output = census(&["layers", "--boxes", "2x4", "--to-layer", "2"]);
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("layer 2: 23 states, 4,752 emissions"), "{stdout}");
+    assert!(!stdout.contains("grids"), "no total before the last layer: {stdout}");
+}
+
+#[test]
+fn layers_refuses_bad_shapes_and_layers_with_exit_2() {
+    for (args, message) in [
+        (&["layers", "--boxes", "3x3"][..], "is not 2xC or Cx2"),
+        (&["layers", "--boxes", "2x4", "--to-layer", "5"][..], "2x4 has layers 1 to 4"),
+    ] {
+        let output = census(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(message), "{stderr}");
+    }
+}

@@ -27,6 +27,7 @@
 pub mod bands;
 pub mod classes;
 pub mod jobs;
+pub mod layers;
 
 #[cfg(test)]
 mod brute;

@@ -8,6 +8,7 @@ pub mod classes;
 pub mod client;
 pub mod coordinator;
 pub mod count_band;
+pub mod layers;
 pub mod operate;
 pub mod recount;
 pub mod roles;
