@@ -13,6 +13,7 @@
 
 pub mod auth;
 mod census_api;
+mod checking;
 mod convert;
 pub mod limits;
 mod server;
@@ -22,11 +23,12 @@ mod worker_api;
 use std::sync::Arc;
 use std::time::Duration;
 
-use census_math::census::{Census, JobCounter};
+use census_math::census::Census;
 use census_store::{JobStore, RunId, RunSpec, RunSummary, StoreError};
 use tonic::Status;
 
 pub use auth::AuthConfig;
+pub use checking::CheckingLimits;
 pub use convert::status_of;
 
 /// The most jobs one lease call hands out.
@@ -56,6 +58,8 @@ pub struct CoordinatorConfig {
     /// in the same process could not disagree with them. Anyone else's
     /// results are checked as `validate_fraction` says.
     pub trust_local_workers: bool,
+    /// How many recounts run at once, in all and for one identity.
+    pub checking: CheckingLimits,
     pub tls: Option<TlsFiles>,
 }
 
@@ -66,32 +70,30 @@ impl Default for CoordinatorConfig {
             auth: AuthConfig::default(),
             validate_fraction: 1.0,
             trust_local_workers: false,
+            checking: CheckingLimits::default(),
             tls: None,
         }
     }
-}
-
-/// The counter that checks a census's results, and whether it is another
-/// algorithm than the one that counted them.
-#[derive(Clone)]
-struct Checker {
-    counter: Arc<JobCounter>,
-    independent: bool,
 }
 
 /// The coordinator: a store and how it serves it.
 pub struct Coordinator {
     store: Arc<dyn JobStore>,
     config: CoordinatorConfig,
-    /// The counters that check results, one per census, built on first
-    /// use (`Census::checking_counter`: for 9x9 runs the column-sets
-    /// counter, whatever counter the run uses).
-    checkers: std::sync::Mutex<std::collections::HashMap<String, Checker>>,
+    /// Counting results again, within bounds.
+    checking: checking::Checking,
 }
 
 impl Coordinator {
     pub fn new(store: Arc<dyn JobStore>, config: CoordinatorConfig) -> Arc<Coordinator> {
-        Arc::new(Coordinator { store, config, checkers: Default::default() })
+        let checking = checking::Checking::new(config.checking);
+        Arc::new(Coordinator { store, config, checking })
+    }
+
+    /// How many results this coordinator has counted again (checked), so
+    /// far: what its callers have made it spend.
+    pub fn results_recounted(&self) -> u64 {
+        self.checking.recounted()
     }
 
     pub fn store(&self) -> &Arc<dyn JobStore> {
@@ -108,7 +110,7 @@ impl Coordinator {
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
         // The checker's tables are built while the first jobs are counted.
         let coordinator = self.clone();
-        tokio::task::spawn_blocking(move || coordinator.checker(&census.to_string()));
+        tokio::task::spawn_blocking(move || coordinator.checking.prepare(&census.to_string()));
         let spec = RunSpec {
             census: census.to_string(),
             counter_version: census.counter_version(),
@@ -116,21 +118,6 @@ impl Coordinator {
         };
         let run = self.store.create_run(&spec, &jobs).await?;
         self.store.run(run).await
-    }
-
-    /// The counter that checks results of `census` (text as stored),
-    /// built once (under the lock, so that concurrent checks wait for one
-    /// build instead of making their own).
-    fn checker(&self, census: &str) -> Option<Checker> {
-        let mut checkers = self.checkers.lock().expect("never poisoned");
-        if let Some(checker) = checkers.get(census) {
-            return Some(checker.clone());
-        }
-        let parsed: Census = census.parse().ok()?;
-        let checker =
-            Checker { counter: Arc::new(parsed.checking_counter()), independent: parsed.has_independent_check() };
-        checkers.insert(census.to_string(), checker.clone());
-        Some(checker)
     }
 
     async fn latest_run(&self, run: i64) -> Result<RunId, Status> {

@@ -34,6 +34,13 @@ impl Coordinator {
             }
             builder = builder.tls_config(config)?;
         }
+        let coordinator = self.clone();
+        let shutdown = async move {
+            shutdown.await;
+            // Requests waiting for recounts end now instead of holding the
+            // graceful shutdown until the counts finish.
+            coordinator.checking.stop();
+        };
         let api = Api(self);
         let served = builder
             .add_service(health)

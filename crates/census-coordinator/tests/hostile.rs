@@ -20,6 +20,7 @@ use tonic::Code;
 const N0: &str = "6670903752021072936960";
 
 struct Harness {
+    coordinator: Arc<Coordinator>,
     url: String,
     store: Arc<dyn JobStore>,
     operator: String,
@@ -31,8 +32,8 @@ impl Harness {
         let coordinator = Coordinator::new(store.clone(), config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(coordinator.serve(listener, std::future::pending()));
-        let mut harness = Harness { url, store, operator: String::new(), reader: String::new() };
+        tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
+        let mut harness = Harness { coordinator, url, store, operator: String::new(), reader: String::new() };
         harness.operator = harness.token("ops", Role::Operator).await;
         harness.reader = harness.token("auditor", Role::Reader).await;
         harness
@@ -210,7 +211,8 @@ async fn a_final_answer_cannot_be_changed(store: Arc<dyn JobStore>) {
     let mut forged = report(&kept, 12_318_912);
     forged.token = "made-up".into();
     let outcome = complete(&mut evil, vec![forged.clone()]).await.remove(0);
-    assert_eq!(outcome.status, Outcome::LeaseLost as i32, "{outcome:?}");
+    // A token the store never issued is rejected (and held against the sender).
+    assert_eq!(outcome.status, Outcome::Rejected as i32, "{outcome:?}");
     forged.token = kept.token.clone();
     let outcome = complete(&mut evil, vec![forged]).await.remove(0);
     assert_eq!(outcome.status, Outcome::LeaseLost as i32, "the old token is not the attacker's: {outcome:?}");
@@ -396,6 +398,54 @@ async fn old_tokens_are_fenced(store: Arc<dyn JobStore>) {
     assert_eq!(result.n0, N0);
 }
 
+/// Results with made-up lease tokens cost no recount: the store fences
+/// them first and records them against the sender, who ends quarantined;
+/// an honest late report is refused without counting against anyone.
+async fn forged_tokens_cost_no_recount_and_quarantine(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let honest_token = h.token("honest", Role::Worker).await;
+    let mut honest = h.worker(&honest_token);
+    let forger_token = h.token("forger", Role::Worker).await;
+    let mut forger = h.worker(&forger_token);
+    let theirs = lease(&mut honest, run, 3).await;
+    let mine = lease(&mut forger, run, 1).await.remove(0);
+    let salt = "0123456789abcdef0123456789abcdef";
+    let forged = vec![
+        JobResult { token: "made-up".into(), ..report(&theirs[0], true_count(&theirs[0])) },
+        // Of the store's form, but not the token of the current attempt.
+        JobResult { token: format!("{salt}-{}-{}", mine.job_id, mine.attempt), ..report(&mine, true_count(&mine)) },
+        // Another identity's token.
+        report(&theirs[1], true_count(&theirs[1])),
+    ];
+    let outcomes = complete(&mut forger, forged).await;
+    for outcome in &outcomes {
+        assert_eq!(outcome.status, Outcome::Rejected as i32, "{outcome:?}");
+        assert!(outcome.message.contains("lease token"), "{outcome:?}");
+    }
+    assert_eq!(h.coordinator.results_recounted(), 0, "no forged result was counted again");
+    assert!(h.store.is_quarantined("forger").await.unwrap(), "three forged results quarantine the sender");
+    let refused =
+        one_off(forger.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: run }).await);
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+
+    // The honest identity's results are counted again, each once; a repeat
+    // of one is not, and costs it nothing.
+    let results: Vec<JobResult> = theirs.iter().map(|j| report(j, true_count(j))).collect();
+    for outcome in complete(&mut honest, results.clone()).await {
+        assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+    }
+    assert_eq!(h.coordinator.results_recounted(), 3);
+    for outcome in complete(&mut honest, results).await {
+        assert_eq!(outcome.status, Outcome::AlreadyDone as i32, "{outcome:?}");
+    }
+    assert_eq!(h.coordinator.results_recounted(), 3, "a repeat is not counted again");
+    let tokens = h.store.list_tokens().await.unwrap();
+    let rejected = |name: &str| tokens.iter().find(|t| t.name == name).unwrap().rejected;
+    assert_eq!(rejected("honest"), 0);
+    assert_eq!(rejected("forger"), 3);
+}
+
 async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
     let h = Harness::start(store, CoordinatorConfig::default()).await;
     let run = h.create_run(1).await;
@@ -576,6 +626,7 @@ on_both_backends!(
     redundancy_counts_distinct_identities,
     only_the_coordinators_own_workers_skip_the_same_counter,
     old_tokens_are_fenced,
+    forged_tokens_cost_no_recount_and_quarantine,
     no_request_can_stop_the_census,
     leases_are_bounded,
 );

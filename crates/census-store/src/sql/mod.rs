@@ -13,6 +13,7 @@ mod auth;
 mod backend;
 mod completion;
 mod decision;
+mod fencing;
 mod queue;
 mod remedies;
 mod runs;
@@ -30,7 +31,7 @@ use backend::Backend;
 pub(crate) use backend::JobState;
 
 use crate::{
-    ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, Lease, Progress,
+    ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, Lease, LeaseCheck, Progress,
     QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
 };
 
@@ -138,6 +139,10 @@ impl JobStore for SqlStore {
         completions: &[Completion],
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
         self.complete_batch(completions).await
+    }
+
+    async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
+        self.fence(completions).await
     }
 
     async fn recount(&self, job: JobId) -> Result<(), StoreError> {

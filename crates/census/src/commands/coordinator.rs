@@ -113,7 +113,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.max_lease_lifetime < args.lease_ttl {
         return Err(UsageError("--max-lease-lifetime must be at least --lease-ttl".into()).into());
     }
-    runtime()?.block_on(serve(args))
+    let runtime = runtime()?;
+    let served = runtime.block_on(serve(args));
+    // Recounts still running on blocking threads are not waited for (a
+    // count can take seconds): their results are reported again elsewhere.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
 }
 
 fn tls_files(args: &Args) -> anyhow::Result<Option<TlsFiles>> {
@@ -179,6 +184,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             // It has no tokens of its own: every worker is someone else's.
             trust_local_workers: false,
             tls,
+            ..CoordinatorConfig::default()
         },
     );
     let census = match (args.census, args.stage) {
