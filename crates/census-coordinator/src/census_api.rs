@@ -35,7 +35,33 @@ impl Coordinator {
     /// A run's answer, folded again by the store, with its terms; for 9x9
     /// runs also S, N0 (provisional ones too), the factorization and
     /// Kilfoil's estimate.
+    ///
+    /// A finished run's result is kept by its answer version
+    /// ([`census_store::JobStore::answer_version`]): it is folded again only
+    /// when that changes (a recount, a conflict, a stored sum that differs),
+    /// so polling a finished run costs one row, not a fold of every result.
     pub(crate) async fn result(&self, run: RunId) -> Result<RunResult, Status> {
+        let version = self.store.answer_version(run).await.map_err(status_of)?;
+        if let Some(version) = &version
+            && let Some((kept, result)) = self.finished.lock().expect("never poisoned").get(&run)
+            && kept == version
+        {
+            return Ok(result.clone());
+        }
+        let result = self.fold_result(run).await?;
+        if let Some(version) = version {
+            let mut finished = self.finished.lock().expect("never poisoned");
+            if finished.len() >= crate::FINISHED_RUNS_KEPT && !finished.contains_key(&run) {
+                let oldest = *finished.keys().min().expect("not empty");
+                finished.remove(&oldest);
+            }
+            finished.insert(run, (version, result.clone()));
+        }
+        Ok(result)
+    }
+
+    async fn fold_result(&self, run: RunId) -> Result<RunResult, Status> {
+        self.answers_folded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let total = self.store.total(run).await.map_err(status_of)?;
         let mut result = RunResult {
             run_id: run,
@@ -168,12 +194,14 @@ impl CensusService for Api {
 
     async fn list_runs(&self, request: Request<ListRunsRequest>) -> Result<Response<ListRunsResponse>, Status> {
         self.authorize(request.metadata(), Need::Read).await?;
+        let _turn = self.0.read_turn().await;
         let runs = self.0.store.list_runs().await.map_err(status_of)?;
         Ok(Response::new(ListRunsResponse { runs: runs.into_iter().map(run_message).collect() }))
     }
 
     async fn get_progress(&self, request: Request<GetProgressRequest>) -> Result<Response<Progress>, Status> {
         self.authorize(request.metadata(), Need::Read).await?;
+        let _turn = self.0.read_turn().await;
         let run = self.0.latest_run(request.into_inner().run_id).await?;
         Ok(Response::new(self.0.progress(run).await?))
     }
@@ -189,7 +217,9 @@ impl CensusService for Api {
         let (sender, receiver) = tokio::sync::mpsc::channel(4);
         tokio::spawn(async move {
             loop {
+                let turn = coordinator.read_turn().await;
                 let progress = coordinator.progress(run).await;
+                drop(turn);
                 let last = progress.as_ref().map(|p| p.r#final).unwrap_or(true);
                 if sender.send(progress).await.is_err() || last {
                     break;
@@ -202,6 +232,7 @@ impl CensusService for Api {
 
     async fn get_result(&self, request: Request<GetResultRequest>) -> Result<Response<RunResult>, Status> {
         self.authorize(request.metadata(), Need::Read).await?;
+        let _turn = self.0.read_turn().await;
         let run = self.0.latest_run(request.into_inner().run_id).await?;
         Ok(Response::new(self.0.result(run).await?))
     }
@@ -211,6 +242,7 @@ impl CensusService for Api {
         request: Request<ListClassesRequest>,
     ) -> Result<Response<ListClassesResponse>, Status> {
         self.authorize(request.metadata(), Need::Read).await?;
+        let _turn = self.0.read_turn().await;
         let run = self.0.latest_run(request.into_inner().run_id).await?;
         Ok(Response::new(ListClassesResponse { classes: self.0.class_lines(run).await? }))
     }

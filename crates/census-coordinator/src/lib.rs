@@ -60,6 +60,11 @@ pub struct CoordinatorConfig {
     pub trust_local_workers: bool,
     /// How many recounts run at once, in all and for one identity.
     pub checking: CheckingLimits,
+    /// How many reads (runs, progress, results, classes, the status page)
+    /// use the store at once. Reads beyond it wait their turn, so they can
+    /// never hold every connection of the store's pool (16 on Postgres)
+    /// while workers wait to lease and report.
+    pub concurrent_reads: usize,
     pub tls: Option<TlsFiles>,
 }
 
@@ -71,6 +76,7 @@ impl Default for CoordinatorConfig {
             validate_fraction: 1.0,
             trust_local_workers: false,
             checking: CheckingLimits::default(),
+            concurrent_reads: 4,
             tls: None,
         }
     }
@@ -82,12 +88,55 @@ pub struct Coordinator {
     config: CoordinatorConfig,
     /// Counting results again, within bounds.
     checking: checking::Checking,
+    /// The reads' share of the store ([`CoordinatorConfig::concurrent_reads`]).
+    reads: Arc<tokio::sync::Semaphore>,
+    /// The most reads that held a permit at once.
+    reads_peak: std::sync::atomic::AtomicUsize,
+    /// What was folded from finished runs, by the store's answer version:
+    /// a finished run's answer changes only through a recount or
+    /// quarantine, which change the version.
+    finished: std::sync::Mutex<std::collections::HashMap<RunId, (String, census_proto::v1::RunResult)>>,
+    /// How many times an answer was folded from the results for a reader.
+    answers_folded: std::sync::atomic::AtomicU64,
 }
+
+/// The most finished runs whose folded answers are kept.
+const FINISHED_RUNS_KEPT: usize = 64;
 
 impl Coordinator {
     pub fn new(store: Arc<dyn JobStore>, config: CoordinatorConfig) -> Arc<Coordinator> {
         let checking = checking::Checking::new(config.checking);
-        Arc::new(Coordinator { store, config, checking })
+        let reads = Arc::new(tokio::sync::Semaphore::new(config.concurrent_reads.max(1)));
+        Arc::new(Coordinator {
+            store,
+            config,
+            checking,
+            reads,
+            reads_peak: Default::default(),
+            finished: Default::default(),
+            answers_folded: Default::default(),
+        })
+    }
+
+    /// Waits for a read's turn at the store; the turn lasts as long as the permit.
+    pub(crate) async fn read_turn(&self) -> tokio::sync::OwnedSemaphorePermit {
+        let permit = self.reads.clone().acquire_owned().await.expect("the read semaphore is never closed");
+        let in_use = self.config.concurrent_reads.max(1) - self.reads.available_permits();
+        self.reads_peak.fetch_max(in_use, std::sync::atomic::Ordering::Relaxed);
+        permit
+    }
+
+    /// The most reads that used the store at once so far: never more than
+    /// [`CoordinatorConfig::concurrent_reads`].
+    pub fn most_concurrent_reads(&self) -> usize {
+        self.reads_peak.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many times a reader's request made the store fold an answer
+    /// from the results (a finished run's is folded once, then kept until
+    /// its answer version changes).
+    pub fn answers_folded(&self) -> u64 {
+        self.answers_folded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many results this coordinator has counted again (checked), so
@@ -135,12 +184,15 @@ impl Coordinator {
     /// finished: the store says which, so nothing is asked of every run.
     async fn announce_finished_runs(&self) {
         for run in self.store.take_finished_runs() {
-            match self.store.total(run).await {
+            // Through the cache: the fold made here serves the readers.
+            match self.result(run).await {
                 Ok(total) => {
-                    let answer = total.answer.map(|answer| answer.to_string()).unwrap_or_default();
+                    let answer = total.answer;
                     tracing::info!(run, census = %total.census, %answer, "census finished: {answer}")
                 }
-                Err(error) => tracing::error!(run, error = %error.report(), "the finished run's total does not check"),
+                Err(error) => {
+                    tracing::error!(run, error = %error.message(), "the finished run's total does not check")
+                }
             }
         }
     }

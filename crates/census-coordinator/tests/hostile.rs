@@ -446,6 +446,75 @@ async fn forged_tokens_cost_no_recount_and_quarantine(store: Arc<dyn JobStore>) 
     assert_eq!(rejected("forger"), 3);
 }
 
+/// `GET path` on the status page's HTTP server, with a bearer token: the status line and the body.
+async fn http_get(address: std::net::SocketAddr, path: &str, token: Option<&str>) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let authorization = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: census\r\n{authorization}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
+}
+
+/// A hundred concurrent reads while a worker counts: every one succeeds,
+/// no more than the configured share of them uses the store at once,
+/// health stays SERVING, and once the run is finished its answer is not
+/// folded again however often it is read.
+async fn reads_do_not_starve_writes(store: Arc<dyn JobStore>) {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    const READERS: usize = 100;
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let token = h.token("w", Role::Worker).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let page = listener.local_addr().unwrap();
+    tokio::spawn(h.coordinator.clone().serve_status_page(listener, std::future::pending()));
+    let mut worker = h.worker(&token);
+    let first = lease(&mut worker, run, 20).await;
+    let mut readers = Vec::new();
+    for i in 0..READERS {
+        let mut census = h.census(Some(&h.reader));
+        let reader = h.reader.clone();
+        readers.push(tokio::spawn(async move {
+            census.get_progress(GetProgressRequest { run_id: run }).await?;
+            census.get_result(GetResultRequest { run_id: run }).await?;
+            census.list_runs(ListRunsRequest {}).await?;
+            if i % 10 == 0 {
+                let (status, body) = http_get(page, "/api/status", Some(&reader)).await;
+                assert!(status.contains("200"), "{status}: {body}");
+            }
+            Ok::<_, tonic::Status>(())
+        }));
+    }
+    // Writes go on meanwhile.
+    for outcome in complete(&mut worker, first.iter().map(|j| report(j, true_count(j))).collect()).await {
+        assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+    }
+    let mut health = tonic_health::pb::health_client::HealthClient::new(h.channel(None));
+    let serving = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap();
+    assert_eq!(serving.into_inner().status, ServingStatus::Serving as i32);
+    for reader in readers {
+        reader.await.unwrap().expect("every read succeeds");
+    }
+    let most = h.coordinator.most_concurrent_reads();
+    assert!((1..=CoordinatorConfig::default().concurrent_reads).contains(&most), "{most} reads at once");
+
+    finish(&h, &mut worker, run).await;
+    assert_eq!(h.result(run).await.n0, N0);
+    let folded = h.coordinator.answers_folded();
+    for _ in 0..5 {
+        assert_eq!(h.result(run).await.n0, N0);
+        let (status, body) = http_get(page, "/api/status", Some(&h.reader)).await;
+        assert!(status.contains("200") && body.contains(N0), "{status}: {body}");
+    }
+    assert_eq!(h.coordinator.answers_folded(), folded, "a finished run's answer is folded once, then kept");
+    let serving = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap();
+    assert_eq!(serving.into_inner().status, ServingStatus::Serving as i32);
+}
+
 async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
     let h = Harness::start(store, CoordinatorConfig::default()).await;
     let run = h.create_run(1).await;
@@ -627,6 +696,7 @@ on_both_backends!(
     only_the_coordinators_own_workers_skip_the_same_counter,
     old_tokens_are_fenced,
     forged_tokens_cost_no_recount_and_quarantine,
+    reads_do_not_starve_writes,
     no_request_can_stop_the_census,
     leases_are_bounded,
 );

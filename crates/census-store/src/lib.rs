@@ -452,8 +452,15 @@ pub trait JobStore: Send + Sync {
     /// caller announce a finished run without asking for every run after
     /// every completion.
     fn take_finished_runs(&self) -> Vec<RunId>;
-    /// Answers when the database does (for health checks).
+    /// Answers when the database does (for health checks), on a
+    /// connection of its own: a busy pool does not make it fail.
     async fn ping(&self) -> Result<(), StoreError>;
+    /// A text that changes whenever the run's stored answer may have (it
+    /// finished, was reopened by a recount and finished again, gained or
+    /// lost a conflict, or its stored sums differ); `None` while it has no
+    /// answer. Cheap (one row), so a reader can cache what it folded from
+    /// a finished run and fold again only when this changes.
+    async fn answer_version(&self, run: RunId) -> Result<Option<String>, StoreError>;
     /// Closes every connection; for SQLite this folds the write-ahead log
     /// into the database file. Later calls fail.
     async fn close(&self);
