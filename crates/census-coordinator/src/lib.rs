@@ -203,11 +203,13 @@ impl Coordinator {
 struct Api(Arc<Coordinator>);
 
 impl Api {
-    async fn authorize(
-        &self,
-        metadata: &tonic::metadata::MetadataMap,
-        need: auth::Need,
-    ) -> Result<auth::Caller, Status> {
-        auth::authorize(&self.0.config.auth, self.0.store.as_ref(), metadata, need).await
+    /// Who is calling, as the authorization layer found it (`server.rs`,
+    /// from the table [`auth::POLICY`]); a call that did not pass it is refused.
+    fn caller<T>(request: &tonic::Request<T>) -> Result<auth::Caller, Status> {
+        request
+            .extensions()
+            .get::<auth::Caller>()
+            .cloned()
+            .ok_or_else(|| Status::internal("the call was not authorized: the authorization layer did not see it"))
     }
 }

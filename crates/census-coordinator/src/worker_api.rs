@@ -11,7 +11,7 @@ use census_proto::v1::{
 use census_store::{CompleteOutcome, Completion, LeaseCheck, StoreError};
 use tonic::{Request, Response, Status};
 
-use crate::auth::{Caller, Need};
+use crate::auth::Caller;
 use crate::convert::{completion_of, job_message, outcome_of};
 use crate::limits::{self, MAX_BATCH, MAX_REASON_LEN, MAX_TOKEN_LEN};
 use crate::{Api, status_of};
@@ -65,7 +65,7 @@ impl Api {
 impl WorkerService for Api {
     async fn lease_jobs(&self, request: Request<LeaseJobsRequest>) -> Result<Response<LeaseJobsResponse>, Status> {
         let started = std::time::Instant::now();
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         if request.max_jobs == 0 {
             return Err(Status::invalid_argument("max_jobs must be at least 1"));
@@ -97,7 +97,7 @@ impl WorkerService for Api {
     }
 
     async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatResponse>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         limits::at_most("tokens", request.tokens.len(), MAX_BATCH)?;
         for token in &request.tokens {
@@ -113,7 +113,7 @@ impl WorkerService for Api {
         request: Request<CompleteJobsRequest>,
     ) -> Result<Response<CompleteJobsResponse>, Status> {
         let started = std::time::Instant::now();
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         limits::at_most("results", request.results.len(), MAX_BATCH)?;
         let mut outcomes: Vec<Option<JobOutcome>> = vec![None; request.results.len()];
@@ -151,7 +151,7 @@ impl WorkerService for Api {
     }
 
     async fn complete_job(&self, request: Request<CompleteJobRequest>) -> Result<Response<JobOutcome>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         let result = request.result.ok_or_else(|| Status::invalid_argument("result is missing"))?;
         let completion = completion_of(&caller.name, &result)?;
@@ -160,7 +160,7 @@ impl WorkerService for Api {
     }
 
     async fn fail_job(&self, request: Request<FailJobRequest>) -> Result<Response<FailJobResponse>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         if request.token.is_empty() {
             return Err(Status::invalid_argument("the lease token is missing"));
