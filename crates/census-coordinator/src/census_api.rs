@@ -216,7 +216,9 @@ impl CensusService for Api {
         let run = self.0.latest_run(request.run_id).await?;
         let interval = Duration::from_millis(u64::from(request.interval_ms.clamp(100, MAX_WATCH_INTERVAL_MS)));
         let coordinator = self.0.clone();
-        let (sender, receiver) = tokio::sync::mpsc::channel(4);
+        // One message ahead at most: a revoked credential ends the stream
+        // within two messages of the revocation.
+        let (sender, receiver) = tokio::sync::mpsc::channel(1);
         tokio::spawn(async move {
             let mut first = true;
             loop {

@@ -16,6 +16,7 @@ mod census_api;
 mod checking;
 mod convert;
 pub mod limits;
+mod metrics_page;
 mod server;
 mod status_page;
 mod worker_api;
@@ -30,6 +31,7 @@ use tonic::Status;
 pub use auth::AuthConfig;
 pub use checking::CheckingLimits;
 pub use convert::status_of;
+pub use metrics_page::{RenderMetrics, without_identities};
 
 /// The most jobs one lease call hands out.
 pub const MAX_LEASE_BATCH: u32 = limits::MAX_BATCH;
@@ -65,6 +67,10 @@ pub struct CoordinatorConfig {
     /// never hold every connection of the store's pool (16 on Postgres)
     /// while workers wait to lease and report.
     pub concurrent_reads: usize,
+    /// `/metrics` answers without a credential too (for a Prometheus
+    /// scraper), leaving out the series that name worker identities.
+    /// Off: it needs a reader or operator token, like every read.
+    pub public_metrics: bool,
     pub tls: Option<TlsFiles>,
 }
 
@@ -77,6 +83,7 @@ impl Default for CoordinatorConfig {
             trust_local_workers: false,
             checking: CheckingLimits::default(),
             concurrent_reads: 4,
+            public_metrics: false,
             tls: None,
         }
     }

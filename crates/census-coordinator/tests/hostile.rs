@@ -515,6 +515,69 @@ async fn reads_do_not_starve_writes(store: Arc<dyn JobStore>) {
     assert_eq!(serving.into_inner().status, ServingStatus::Serving as i32);
 }
 
+/// `/metrics` names worker identities: it needs a reader (or operator)
+/// token; with `public_metrics` a scraper without one is served the rest.
+async fn metrics_need_a_reader_unless_public(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let worker = h.token("w", Role::Worker).await;
+    // What the exporter would render: one series per identity, one without.
+    let render: census_coordinator::RenderMetrics = Arc::new(|| {
+        "# TYPE census_jobs_leased_total counter\ncensus_jobs_leased_total 7\n\
+         census_worker_results_total{worker=\"node-7\"} 3\n"
+            .to_string()
+    });
+    let serve = |coordinator: Arc<Coordinator>| {
+        let render = render.clone();
+        async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap();
+            tokio::spawn(coordinator.serve_metrics(listener, render, std::future::pending()));
+            address
+        }
+    };
+    let closed = serve(h.coordinator.clone()).await;
+    assert!(http_get(closed, "/metrics", None).await.0.contains("401"));
+    assert!(http_get(closed, "/metrics", Some(&worker)).await.0.contains("403"));
+    let (status, body) = http_get(closed, "/metrics", Some(&h.reader)).await;
+    assert!(status.contains("200") && body.contains("node-7") && body.contains("census_jobs_leased_total 7"), "{body}");
+
+    let public = CoordinatorConfig { public_metrics: true, ..CoordinatorConfig::default() };
+    let open = serve(Coordinator::new(h.store.clone(), public)).await;
+    let (status, body) = http_get(open, "/metrics", None).await;
+    assert!(status.contains("200") && body.contains("census_jobs_leased_total 7"), "{status}: {body}");
+    assert!(!body.contains("node-7"), "no identities without a credential: {body}");
+    let (_, body) = http_get(open, "/metrics", Some(&h.reader)).await;
+    assert!(body.contains("node-7"), "a reader sees the identities: {body}");
+    assert!(http_get(open, "/metrics", Some(&worker)).await.0.contains("403"), "a token given is checked");
+}
+
+/// A reader's token revoked while it watches: its stream ends with
+/// UNAUTHENTICATED within the one message it may have had queued.
+async fn a_revoked_reader_stops_watching(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let watcher = h.token("watcher", Role::Reader).await;
+    let mut stream = h
+        .census(Some(&watcher))
+        .watch_progress(WatchProgressRequest { run_id: run, interval_ms: 100 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stream.message().await.unwrap().unwrap().jobs_total, 440);
+    assert!(h.store.revoke_token("watcher").await.unwrap());
+    let mut after = 0;
+    let refused = loop {
+        match stream.message().await {
+            Ok(Some(_)) => after += 1,
+            Ok(None) => panic!("the stream ended without saying why"),
+            Err(status) => break status,
+        }
+        assert!(after <= 2, "still watching {after} messages after the revocation");
+    };
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert!(stream.message().await.unwrap_or(None).is_none(), "nothing after the refusal");
+}
+
 async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
     let h = Harness::start(store, CoordinatorConfig::default()).await;
     let run = h.create_run(1).await;
@@ -697,6 +760,8 @@ on_both_backends!(
     old_tokens_are_fenced,
     forged_tokens_cost_no_recount_and_quarantine,
     reads_do_not_starve_writes,
+    metrics_need_a_reader_unless_public,
+    a_revoked_reader_stops_watching,
     no_request_can_stop_the_census,
     leases_are_bounded,
 );
