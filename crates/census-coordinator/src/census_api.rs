@@ -41,12 +41,23 @@ impl Coordinator {
     /// when that changes (a recount, a conflict, a stored sum that differs),
     /// so polling a finished run costs one row, not a fold of every result.
     pub(crate) async fn result(&self, run: RunId) -> Result<RunResult, Status> {
+        let kept = |version: &Option<String>| {
+            let finished = self.finished.lock().expect("never poisoned");
+            version.as_ref().and_then(|version| finished.get(&run).filter(|(kept, _)| kept == version)).cloned()
+        };
         let version = self.store.answer_version(run).await.map_err(status_of)?;
-        if let Some(version) = &version
-            && let Some((kept, result)) = self.finished.lock().expect("never poisoned").get(&run)
-            && kept == version
-        {
-            return Ok(result.clone());
+        if let Some((_, result)) = kept(&version) {
+            return Ok(result);
+        }
+        // One fold of a finished run at a time (it reads every result):
+        // readers that arrive meanwhile wait, then find it kept.
+        let _folding = match version {
+            Some(_) => Some(self.folding.lock().await),
+            None => None,
+        };
+        let version = self.store.answer_version(run).await.map_err(status_of)?;
+        if let Some((_, result)) = kept(&version) {
+            return Ok(result);
         }
         let result = self.fold_result(run).await?;
         if let Some(version) = version {

@@ -103,6 +103,9 @@ pub struct Coordinator {
     /// a finished run's answer changes only through a recount or
     /// quarantine, which change the version.
     finished: std::sync::Mutex<std::collections::HashMap<RunId, (String, census_proto::v1::RunResult)>>,
+    /// Held while a finished run's answer is folded: one fold at a time,
+    /// so memory holds one run's results, however many read at once.
+    folding: tokio::sync::Mutex<()>,
     /// How many times an answer was folded from the results for a reader.
     answers_folded: std::sync::atomic::AtomicU64,
 }
@@ -121,6 +124,7 @@ impl Coordinator {
             reads,
             reads_peak: Default::default(),
             finished: Default::default(),
+            folding: Default::default(),
             answers_folded: Default::default(),
         })
     }

@@ -511,6 +511,22 @@ async fn reads_do_not_starve_writes(store: Arc<dyn JobStore>) {
         assert!(status.contains("200") && body.contains(N0), "{status}: {body}");
     }
     assert_eq!(h.coordinator.answers_folded(), folded, "a finished run's answer is folded once, then kept");
+    // A coordinator started after the finish, read by many at once, folds it once.
+    let fresh = Coordinator::new(h.store.clone(), CoordinatorConfig::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fresh_page = listener.local_addr().unwrap();
+    tokio::spawn(fresh.clone().serve_status_page(listener, std::future::pending()));
+    let polls: Vec<_> = (0..20)
+        .map(|_| {
+            let reader = h.reader.clone();
+            tokio::spawn(async move { http_get(fresh_page, "/api/status", Some(&reader)).await })
+        })
+        .collect();
+    for poll in polls {
+        let (status, body) = poll.await.unwrap();
+        assert!(status.contains("200") && body.contains(N0), "{status}: {body}");
+    }
+    assert_eq!(fresh.answers_folded(), 1, "twenty concurrent readers, one fold");
     let serving = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap();
     assert_eq!(serving.into_inner().status, ServingStatus::Serving as i32);
 }
