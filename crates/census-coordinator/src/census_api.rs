@@ -35,7 +35,44 @@ impl Coordinator {
     /// A run's answer, folded again by the store, with its terms; for 9x9
     /// runs also S, N0 (provisional ones too), the factorization and
     /// Kilfoil's estimate.
+    ///
+    /// A finished run's result is kept by its answer version
+    /// ([`census_store::JobStore::answer_version`]): it is folded again only
+    /// when that changes (a recount, a conflict, a stored sum that differs),
+    /// so polling a finished run costs one row, not a fold of every result.
     pub(crate) async fn result(&self, run: RunId) -> Result<RunResult, Status> {
+        let kept = |version: &Option<String>| {
+            let finished = self.finished.lock().expect("never poisoned");
+            version.as_ref().and_then(|version| finished.get(&run).filter(|(kept, _)| kept == version)).cloned()
+        };
+        let version = self.store.answer_version(run).await.map_err(status_of)?;
+        if let Some((_, result)) = kept(&version) {
+            return Ok(result);
+        }
+        // One fold of a finished run at a time (it reads every result):
+        // readers that arrive meanwhile wait, then find it kept.
+        let _folding = match version {
+            Some(_) => Some(self.folding.lock().await),
+            None => None,
+        };
+        let version = self.store.answer_version(run).await.map_err(status_of)?;
+        if let Some((_, result)) = kept(&version) {
+            return Ok(result);
+        }
+        let result = self.fold_result(run).await?;
+        if let Some(version) = version {
+            let mut finished = self.finished.lock().expect("never poisoned");
+            if finished.len() >= crate::FINISHED_RUNS_KEPT && !finished.contains_key(&run) {
+                let oldest = *finished.keys().min().expect("not empty");
+                finished.remove(&oldest);
+            }
+            finished.insert(run, (version, result.clone()));
+        }
+        Ok(result)
+    }
+
+    async fn fold_result(&self, run: RunId) -> Result<RunResult, Status> {
+        self.answers_folded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let total = self.store.total(run).await.map_err(status_of)?;
         let mut result = RunResult {
             run_id: run,
@@ -121,7 +158,7 @@ type ProgressStream = Pin<Box<dyn Stream<Item = Result<Progress, Status>> + Send
 #[tonic::async_trait]
 impl CensusService for Api {
     async fn create_run(&self, request: Request<CreateRunRequest>) -> Result<Response<Run>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         limits::bounded("stage", &request.stage, MAX_NAME_LEN)?;
         limits::bounded("counter", &request.counter, MAX_NAME_LEN)?;
@@ -167,29 +204,50 @@ impl CensusService for Api {
     }
 
     async fn list_runs(&self, request: Request<ListRunsRequest>) -> Result<Response<ListRunsResponse>, Status> {
-        self.authorize(request.metadata(), Need::Read).await?;
+        Self::caller(&request)?;
         let runs = self.0.store.list_runs().await.map_err(status_of)?;
         Ok(Response::new(ListRunsResponse { runs: runs.into_iter().map(run_message).collect() }))
     }
 
     async fn get_progress(&self, request: Request<GetProgressRequest>) -> Result<Response<Progress>, Status> {
-        self.authorize(request.metadata(), Need::Read).await?;
+        Self::caller(&request)?;
         let run = self.0.latest_run(request.into_inner().run_id).await?;
         Ok(Response::new(self.0.progress(run).await?))
     }
 
     type WatchProgressStream = ProgressStream;
 
+    /// Streams progress until the run is final. The credential is checked
+    /// again before every message: a token revoked (or a reader
+    /// quarantined) while it watches ends its stream at the next tick.
     async fn watch_progress(&self, request: Request<WatchProgressRequest>) -> Result<Response<ProgressStream>, Status> {
-        self.authorize(request.metadata(), Need::Read).await?;
+        Self::caller(&request)?;
+        let metadata = request.metadata().clone();
         let request = request.into_inner();
         let run = self.0.latest_run(request.run_id).await?;
         let interval = Duration::from_millis(u64::from(request.interval_ms.clamp(100, MAX_WATCH_INTERVAL_MS)));
         let coordinator = self.0.clone();
-        let (sender, receiver) = tokio::sync::mpsc::channel(4);
+        // One message ahead at most: a revoked credential ends the stream
+        // within two messages of the revocation.
+        let (sender, receiver) = tokio::sync::mpsc::channel(1);
         tokio::spawn(async move {
+            let mut first = true;
             loop {
-                let progress = coordinator.progress(run).await;
+                let turn = coordinator.read_turn().await;
+                // The first tick was authorized by the layer a moment ago.
+                let allowed = if first {
+                    Ok(())
+                } else {
+                    crate::auth::authorize(&coordinator.config.auth, coordinator.store.as_ref(), &metadata, Need::Read)
+                        .await
+                        .map(drop)
+                };
+                first = false;
+                let progress = match allowed {
+                    Ok(()) => coordinator.progress(run).await,
+                    Err(refused) => Err(refused),
+                };
+                drop(turn);
                 let last = progress.as_ref().map(|p| p.r#final).unwrap_or(true);
                 if sender.send(progress).await.is_err() || last {
                     break;
@@ -201,7 +259,7 @@ impl CensusService for Api {
     }
 
     async fn get_result(&self, request: Request<GetResultRequest>) -> Result<Response<RunResult>, Status> {
-        self.authorize(request.metadata(), Need::Read).await?;
+        Self::caller(&request)?;
         let run = self.0.latest_run(request.into_inner().run_id).await?;
         Ok(Response::new(self.0.result(run).await?))
     }
@@ -210,13 +268,13 @@ impl CensusService for Api {
         &self,
         request: Request<ListClassesRequest>,
     ) -> Result<Response<ListClassesResponse>, Status> {
-        self.authorize(request.metadata(), Need::Read).await?;
+        Self::caller(&request)?;
         let run = self.0.latest_run(request.into_inner().run_id).await?;
         Ok(Response::new(ListClassesResponse { classes: self.0.class_lines(run).await? }))
     }
 
     async fn recount_job(&self, request: Request<RecountJobRequest>) -> Result<Response<RecountJobResponse>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let caller = Self::caller(&request)?;
         let job = positive("job_id", request.into_inner().job_id)?;
         self.0.store.recount(job).await.map_err(status_of)?;
         tracing::warn!(operator = %caller.name, job, "job recounted");
@@ -227,7 +285,7 @@ impl CensusService for Api {
         &self,
         request: Request<RequeueJobsRequest>,
     ) -> Result<Response<RequeueJobsResponse>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         let run = positive("run_id", request.run_id)?;
         let job = if request.job_id == 0 { None } else { Some(positive("job_id", request.job_id)?) };
@@ -237,7 +295,7 @@ impl CensusService for Api {
     }
 
     async fn cancel_run(&self, request: Request<CancelRunRequest>) -> Result<Response<Run>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let caller = Self::caller(&request)?;
         let run = positive("run_id", request.into_inner().run_id)?;
         self.0.store.cancel_run(run).await.map_err(status_of)?;
         tracing::warn!(operator = %caller.name, run, "run cancelled");
@@ -245,7 +303,7 @@ impl CensusService for Api {
     }
 
     async fn set_run_priority(&self, request: Request<SetRunPriorityRequest>) -> Result<Response<Run>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Operator).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         let run = positive("run_id", request.run_id)?;
         self.0.store.set_priority(run, request.priority).await.map_err(status_of)?;

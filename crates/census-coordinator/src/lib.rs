@@ -13,8 +13,10 @@
 
 pub mod auth;
 mod census_api;
+mod checking;
 mod convert;
 pub mod limits;
+mod metrics_page;
 mod server;
 mod status_page;
 mod worker_api;
@@ -22,12 +24,14 @@ mod worker_api;
 use std::sync::Arc;
 use std::time::Duration;
 
-use census_math::census::{Census, JobCounter};
+use census_math::census::Census;
 use census_store::{JobStore, RunId, RunSpec, RunSummary, StoreError};
 use tonic::Status;
 
 pub use auth::AuthConfig;
+pub use checking::CheckingLimits;
 pub use convert::status_of;
+pub use metrics_page::{RenderMetrics, without_identities};
 
 /// The most jobs one lease call hands out.
 pub const MAX_LEASE_BATCH: u32 = limits::MAX_BATCH;
@@ -56,6 +60,17 @@ pub struct CoordinatorConfig {
     /// in the same process could not disagree with them. Anyone else's
     /// results are checked as `validate_fraction` says.
     pub trust_local_workers: bool,
+    /// How many recounts run at once, in all and for one identity.
+    pub checking: CheckingLimits,
+    /// How many reads (runs, progress, results, classes, the status page)
+    /// use the store at once. Reads beyond it wait their turn, so they can
+    /// never hold every connection of the store's pool (16 on Postgres)
+    /// while workers wait to lease and report.
+    pub concurrent_reads: usize,
+    /// `/metrics` answers without a credential too (for a Prometheus
+    /// scraper), leaving out the series that name worker identities.
+    /// Off: it needs a reader or operator token, like every read.
+    pub public_metrics: bool,
     pub tls: Option<TlsFiles>,
 }
 
@@ -66,32 +81,79 @@ impl Default for CoordinatorConfig {
             auth: AuthConfig::default(),
             validate_fraction: 1.0,
             trust_local_workers: false,
+            checking: CheckingLimits::default(),
+            concurrent_reads: 4,
+            public_metrics: false,
             tls: None,
         }
     }
-}
-
-/// The counter that checks a census's results, and whether it is another
-/// algorithm than the one that counted them.
-#[derive(Clone)]
-struct Checker {
-    counter: Arc<JobCounter>,
-    independent: bool,
 }
 
 /// The coordinator: a store and how it serves it.
 pub struct Coordinator {
     store: Arc<dyn JobStore>,
     config: CoordinatorConfig,
-    /// The counters that check results, one per census, built on first
-    /// use (`Census::checking_counter`: for 9x9 runs the column-sets
-    /// counter, whatever counter the run uses).
-    checkers: std::sync::Mutex<std::collections::HashMap<String, Checker>>,
+    /// Counting results again, within bounds.
+    checking: checking::Checking,
+    /// The reads' share of the store ([`CoordinatorConfig::concurrent_reads`]).
+    reads: Arc<tokio::sync::Semaphore>,
+    /// The most reads that held a permit at once.
+    reads_peak: std::sync::atomic::AtomicUsize,
+    /// What was folded from finished runs, by the store's answer version:
+    /// a finished run's answer changes only through a recount or
+    /// quarantine, which change the version.
+    finished: std::sync::Mutex<std::collections::HashMap<RunId, (String, census_proto::v1::RunResult)>>,
+    /// Held while a finished run's answer is folded: one fold at a time,
+    /// so memory holds one run's results, however many read at once.
+    folding: tokio::sync::Mutex<()>,
+    /// How many times an answer was folded from the results for a reader.
+    answers_folded: std::sync::atomic::AtomicU64,
 }
+
+/// The most finished runs whose folded answers are kept.
+const FINISHED_RUNS_KEPT: usize = 64;
 
 impl Coordinator {
     pub fn new(store: Arc<dyn JobStore>, config: CoordinatorConfig) -> Arc<Coordinator> {
-        Arc::new(Coordinator { store, config, checkers: Default::default() })
+        let checking = checking::Checking::new(config.checking);
+        let reads = Arc::new(tokio::sync::Semaphore::new(config.concurrent_reads.max(1)));
+        Arc::new(Coordinator {
+            store,
+            config,
+            checking,
+            reads,
+            reads_peak: Default::default(),
+            finished: Default::default(),
+            folding: Default::default(),
+            answers_folded: Default::default(),
+        })
+    }
+
+    /// Waits for a read's turn at the store; the turn lasts as long as the permit.
+    pub(crate) async fn read_turn(&self) -> tokio::sync::OwnedSemaphorePermit {
+        let permit = self.reads.clone().acquire_owned().await.expect("the read semaphore is never closed");
+        let in_use = self.config.concurrent_reads.max(1) - self.reads.available_permits();
+        self.reads_peak.fetch_max(in_use, std::sync::atomic::Ordering::Relaxed);
+        permit
+    }
+
+    /// The most reads that used the store at once so far: never more than
+    /// [`CoordinatorConfig::concurrent_reads`].
+    pub fn most_concurrent_reads(&self) -> usize {
+        self.reads_peak.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many times a reader's request made the store fold an answer
+    /// from the results (a finished run's is folded once, then kept until
+    /// its answer version changes).
+    pub fn answers_folded(&self) -> u64 {
+        self.answers_folded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many results this coordinator has counted again (checked), so
+    /// far: what its callers have made it spend.
+    pub fn results_recounted(&self) -> u64 {
+        self.checking.recounted()
     }
 
     pub fn store(&self) -> &Arc<dyn JobStore> {
@@ -108,7 +170,7 @@ impl Coordinator {
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
         // The checker's tables are built while the first jobs are counted.
         let coordinator = self.clone();
-        tokio::task::spawn_blocking(move || coordinator.checker(&census.to_string()));
+        tokio::task::spawn_blocking(move || coordinator.checking.prepare(&census.to_string()));
         let spec = RunSpec {
             census: census.to_string(),
             counter_version: census.counter_version(),
@@ -116,21 +178,6 @@ impl Coordinator {
         };
         let run = self.store.create_run(&spec, &jobs).await?;
         self.store.run(run).await
-    }
-
-    /// The counter that checks results of `census` (text as stored),
-    /// built once (under the lock, so that concurrent checks wait for one
-    /// build instead of making their own).
-    fn checker(&self, census: &str) -> Option<Checker> {
-        let mut checkers = self.checkers.lock().expect("never poisoned");
-        if let Some(checker) = checkers.get(census) {
-            return Some(checker.clone());
-        }
-        let parsed: Census = census.parse().ok()?;
-        let checker =
-            Checker { counter: Arc::new(parsed.checking_counter()), independent: parsed.has_independent_check() };
-        checkers.insert(census.to_string(), checker.clone());
-        Some(checker)
     }
 
     async fn latest_run(&self, run: i64) -> Result<RunId, Status> {
@@ -148,12 +195,15 @@ impl Coordinator {
     /// finished: the store says which, so nothing is asked of every run.
     async fn announce_finished_runs(&self) {
         for run in self.store.take_finished_runs() {
-            match self.store.total(run).await {
+            // Through the cache: the fold made here serves the readers.
+            match self.result(run).await {
                 Ok(total) => {
-                    let answer = total.answer.map(|answer| answer.to_string()).unwrap_or_default();
+                    let answer = total.answer;
                     tracing::info!(run, census = %total.census, %answer, "census finished: {answer}")
                 }
-                Err(error) => tracing::error!(run, error = %error.report(), "the finished run's total does not check"),
+                Err(error) => {
+                    tracing::error!(run, error = %error.message(), "the finished run's total does not check")
+                }
             }
         }
     }
@@ -164,11 +214,13 @@ impl Coordinator {
 struct Api(Arc<Coordinator>);
 
 impl Api {
-    async fn authorize(
-        &self,
-        metadata: &tonic::metadata::MetadataMap,
-        need: auth::Need,
-    ) -> Result<auth::Caller, Status> {
-        auth::authorize(&self.0.config.auth, self.0.store.as_ref(), metadata, need).await
+    /// Who is calling, as the authorization layer found it (`server.rs`,
+    /// from the table [`auth::POLICY`]); a call that did not pass it is refused.
+    fn caller<T>(request: &tonic::Request<T>) -> Result<auth::Caller, Status> {
+        request
+            .extensions()
+            .get::<auth::Caller>()
+            .cloned()
+            .ok_or_else(|| Status::internal("the call was not authorized: the authorization layer did not see it"))
     }
 }

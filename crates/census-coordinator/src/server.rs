@@ -10,6 +10,7 @@ use census_proto::v1::worker_service_server::WorkerServiceServer;
 use census_store::JobStore;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
+use crate::auth::{self, Need};
 use crate::{Api, Coordinator, status_page};
 
 impl Coordinator {
@@ -34,8 +35,17 @@ impl Coordinator {
             }
             builder = builder.tls_config(config)?;
         }
+        let coordinator = self.clone();
+        let shutdown = async move {
+            shutdown.await;
+            // Requests waiting for recounts end now instead of holding the
+            // graceful shutdown until the counts finish.
+            coordinator.checking.stop();
+        };
+        let authorize = AuthorizeLayer(self.clone());
         let api = Api(self);
         let served = builder
+            .layer(authorize)
             .add_service(health)
             .add_service(reflection)
             .add_service(WorkerServiceServer::new(api.clone()))
@@ -110,5 +120,70 @@ async fn publish_job_gauges(store: Arc<dyn JobStore>) {
             }
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Applies the authorization table ([`auth::POLICY`]) to every call, in
+/// one place, before any handler runs: the caller it finds goes into the
+/// request's extensions ([`crate::Api::caller`]). A read first waits for
+/// its turn at the store ([`crate::CoordinatorConfig::concurrent_reads`]),
+/// so even the credential checks of a flood of reads cannot take every
+/// connection.
+#[derive(Clone)]
+struct AuthorizeLayer(Arc<Coordinator>);
+
+impl<S> tower::Layer<S> for AuthorizeLayer {
+    type Service = Authorize<S>;
+    fn layer(&self, inner: S) -> Authorize<S> {
+        Authorize { inner, coordinator: self.0.clone() }
+    }
+}
+
+#[derive(Clone)]
+struct Authorize<S> {
+    inner: S,
+    coordinator: Arc<Coordinator>,
+}
+
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+impl<S, B, R> tower::Service<http::Request<B>> for Authorize<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+    R: Default,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        // The clone that was made ready serves this call (tower's rule).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let coordinator = self.coordinator.clone();
+        Box::pin(async move {
+            let need = match auth::need_of(request.uri().path()) {
+                Ok(Some(need)) => need,
+                Ok(None) => return inner.call(request).await,
+                Err(refused) => return Ok(refused.into_http()),
+            };
+            let turn = if need == Need::Read { Some(coordinator.read_turn().await) } else { None };
+            let metadata = tonic::metadata::MetadataMap::from_headers(request.headers().clone());
+            match auth::authorize(&coordinator.config.auth, coordinator.store.as_ref(), &metadata, need).await {
+                Ok(caller) => {
+                    request.extensions_mut().insert(caller);
+                    let response = inner.call(request).await;
+                    drop(turn);
+                    response
+                }
+                Err(refused) => Ok(refused.into_http()),
+            }
+        })
     }
 }

@@ -8,61 +8,56 @@ use census_proto::v1::{
     CompleteJobRequest, CompleteJobsRequest, CompleteJobsResponse, FailJobRequest, FailJobResponse, HeartbeatRequest,
     HeartbeatResponse, Job, JobOutcome, LeaseJobsRequest, LeaseJobsResponse,
 };
-use census_store::{CompleteOutcome, Completion};
+use census_store::{CompleteOutcome, Completion, LeaseCheck, StoreError};
 use tonic::{Request, Response, Status};
 
-use crate::auth::{Caller, Need};
+use crate::auth::Caller;
 use crate::convert::{completion_of, job_message, outcome_of};
 use crate::limits::{self, MAX_BATCH, MAX_REASON_LEN, MAX_TOKEN_LEN};
 use crate::{Api, status_of};
 
 impl Api {
-    /// Counts a share of the completions again with their census's
-    /// checking counter, on a blocking thread, and attaches the checked
-    /// counts. A key the counter cannot read is not the job's: the store
-    /// rejects it. The coordinator's own workers are checked only by an
-    /// independent counter ([`crate::CoordinatorConfig::trust_local_workers`]).
-    async fn validate(&self, caller: &Caller, mut completions: Vec<Completion>) -> Result<Vec<Completion>, Status> {
-        let fraction = self.0.config.validate_fraction;
-        let only_independent = self.0.config.trust_local_workers && caller.local;
-        if fraction <= 0.0 || completions.is_empty() {
-            return Ok(completions);
-        }
-        let ids: Vec<i64> = completions.iter().map(|c| c.job_id).collect();
-        let censuses = std::sync::Arc::new(self.0.store.censuses_of(&ids).await.map_err(status_of)?);
-        // One blocking task per core: a batch of slow jobs is checked in
-        // parallel, as it was counted.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let per_task = completions.len().div_ceil(cores);
-        let mut tasks = Vec::new();
-        while !completions.is_empty() {
-            let mut chunk = completions.split_off(completions.len().saturating_sub(per_task));
-            let (coordinator, censuses) = (self.0.clone(), censuses.clone());
-            tasks.push(tokio::task::spawn_blocking(move || {
-                for completion in &mut chunk {
-                    if fraction < 1.0 && rand::random::<f64>() >= fraction {
-                        continue;
-                    }
-                    let Some(checker) = censuses.get(&completion.job_id).and_then(|census| coordinator.checker(census))
-                    else {
-                        continue;
-                    };
-                    if only_independent && !checker.independent {
-                        continue;
-                    }
-                    if let Ok(count) = checker.counter.count(&completion.key) {
-                        completion.checked_count = Some(count);
-                    }
+    /// Records results: the store fences them first (cheap), then only the
+    /// results whose leases their sender holds are counted again
+    /// ([`crate::checking`]); a late one goes to the store unchecked (it
+    /// can only be a repeat or refused), a forged one is refused here and
+    /// recorded against the sender. One outcome a completion, in order.
+    async fn record(
+        &self,
+        caller: &Caller,
+        completions: Vec<Completion>,
+    ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, Status> {
+        let checks = self.0.store.check_leases(&completions).await.map_err(status_of)?;
+        let mut outcomes: Vec<Option<Result<CompleteOutcome, StoreError>>> = Vec::with_capacity(completions.len());
+        let (mut held, mut late, mut held_at, mut late_at) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, (completion, check)) in completions.into_iter().zip(checks).enumerate() {
+            let refused = match check {
+                LeaseCheck::Held => {
+                    held.push(completion);
+                    held_at.push(i);
+                    None
                 }
-                chunk
-            }));
+                LeaseCheck::NotHeld => {
+                    late.push(completion);
+                    late_at.push(i);
+                    None
+                }
+                LeaseCheck::Forged { reason } => Some(StoreError::Rejected { job: completion.job_id, reason }),
+                LeaseCheck::UnknownJob => Some(StoreError::UnknownJob(completion.job_id)),
+            };
+            outcomes.push(refused.map(Err));
         }
-        let mut checked = Vec::with_capacity(ids.len());
-        // The chunks were split off the end: put them back in order.
-        for task in tasks.into_iter().rev() {
-            checked.extend(task.await.map_err(|e| Status::internal(format!("validating results failed: {e}")))?);
+        let mut checked = self.0.validate(caller, held).await?;
+        checked.append(&mut late);
+        held_at.append(&mut late_at);
+        let recorded = self.0.store.complete_many(&checked).await.map_err(status_of)?;
+        for (i, outcome) in held_at.into_iter().zip(recorded) {
+            outcomes[i] = Some(outcome);
         }
-        Ok(checked)
+        if outcomes.iter().any(|o| matches!(o, Some(Ok(CompleteOutcome::Recorded)))) {
+            self.0.announce_finished_runs().await;
+        }
+        Ok(outcomes.into_iter().map(|o| o.expect("every completion has an outcome")).collect())
     }
 }
 
@@ -70,7 +65,7 @@ impl Api {
 impl WorkerService for Api {
     async fn lease_jobs(&self, request: Request<LeaseJobsRequest>) -> Result<Response<LeaseJobsResponse>, Status> {
         let started = std::time::Instant::now();
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         if request.max_jobs == 0 {
             return Err(Status::invalid_argument("max_jobs must be at least 1"));
@@ -96,7 +91,7 @@ impl WorkerService for Api {
     }
 
     async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatResponse>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         limits::at_most("tokens", request.tokens.len(), MAX_BATCH)?;
         for token in &request.tokens {
@@ -112,7 +107,7 @@ impl WorkerService for Api {
         request: Request<CompleteJobsRequest>,
     ) -> Result<Response<CompleteJobsResponse>, Status> {
         let started = std::time::Instant::now();
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         limits::at_most("results", request.results.len(), MAX_BATCH)?;
         let mut outcomes: Vec<Option<JobOutcome>> = vec![None; request.results.len()];
@@ -135,17 +130,13 @@ impl WorkerService for Api {
                 }
             }
         }
-        let valid = self.validate(&caller, valid).await?;
-        let recorded = self.0.store.complete_many(&valid).await.map_err(status_of)?;
+        let job_ids: Vec<i64> = valid.iter().map(|c| c.job_id).collect();
+        let recorded = self.record(&caller, valid).await?;
         let recorded_count = recorded.iter().filter(|o| matches!(o, Ok(CompleteOutcome::Recorded))).count();
-        let any_recorded = recorded_count > 0;
         metrics::counter!("census_worker_results_total", "worker" => caller.name.clone())
             .increment(recorded_count as u64);
-        for ((position, completion), outcome) in positions.into_iter().zip(&valid).zip(recorded) {
-            outcomes[position] = Some(outcome_of(completion.job_id, outcome));
-        }
-        if any_recorded {
-            self.0.announce_finished_runs().await;
+        for ((position, job_id), outcome) in positions.into_iter().zip(job_ids).zip(recorded) {
+            outcomes[position] = Some(outcome_of(job_id, outcome));
         }
         metrics::histogram!("census_complete_seconds").record(started.elapsed().as_secs_f64());
         Ok(Response::new(CompleteJobsResponse {
@@ -154,20 +145,16 @@ impl WorkerService for Api {
     }
 
     async fn complete_job(&self, request: Request<CompleteJobRequest>) -> Result<Response<JobOutcome>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         let result = request.result.ok_or_else(|| Status::invalid_argument("result is missing"))?;
         let completion = completion_of(&caller.name, &result)?;
-        let mut validated = self.validate(&caller, vec![completion]).await?;
-        let outcome = self.0.store.complete(&validated.pop().expect("one completion")).await.map_err(status_of)?;
-        if outcome == CompleteOutcome::Recorded {
-            self.0.announce_finished_runs().await;
-        }
+        let outcome = self.record(&caller, vec![completion]).await?.pop().expect("one outcome").map_err(status_of)?;
         Ok(Response::new(outcome_of(result.job_id, Ok(outcome))))
     }
 
     async fn fail_job(&self, request: Request<FailJobRequest>) -> Result<Response<FailJobResponse>, Status> {
-        let caller = self.authorize(request.metadata(), Need::Worker).await?;
+        let caller = Self::caller(&request)?;
         let request = request.into_inner();
         if request.token.is_empty() {
             return Err(Status::invalid_argument("the lease token is missing"));

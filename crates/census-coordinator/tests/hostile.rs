@@ -21,6 +21,7 @@ use tonic::Code;
 const N0: &str = "6670903752021072936960";
 
 struct Harness {
+    coordinator: Arc<Coordinator>,
     url: String,
     store: Arc<dyn JobStore>,
     operator: String,
@@ -32,8 +33,8 @@ impl Harness {
         let coordinator = Coordinator::new(store.clone(), config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(coordinator.serve(listener, std::future::pending()));
-        let mut harness = Harness { url, store, operator: String::new(), reader: String::new() };
+        tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
+        let mut harness = Harness { coordinator, url, store, operator: String::new(), reader: String::new() };
         harness.operator = harness.token("ops", Role::Operator).await;
         harness.reader = harness.token("auditor", Role::Reader).await;
         harness
@@ -211,7 +212,8 @@ async fn a_final_answer_cannot_be_changed(store: Arc<dyn JobStore>) {
     let mut forged = report(&kept, 12_318_912);
     forged.token = "made-up".into();
     let outcome = complete(&mut evil, vec![forged.clone()]).await.remove(0);
-    assert_eq!(outcome.status, Outcome::LeaseLost as i32, "{outcome:?}");
+    // A token the store never issued is rejected (and held against the sender).
+    assert_eq!(outcome.status, Outcome::Rejected as i32, "{outcome:?}");
     forged.token = kept.token.clone();
     let outcome = complete(&mut evil, vec![forged]).await.remove(0);
     assert_eq!(outcome.status, Outcome::LeaseLost as i32, "the old token is not the attacker's: {outcome:?}");
@@ -395,6 +397,202 @@ async fn old_tokens_are_fenced(store: Arc<dyn JobStore>) {
     finish(&h, &mut h.worker(&token), run).await;
     let result = h.result(run).await;
     assert_eq!(result.n0, N0);
+}
+
+/// Results with made-up lease tokens cost no recount: the store fences
+/// them first and records them against the sender, who ends quarantined;
+/// an honest late report is refused without counting against anyone.
+async fn forged_tokens_cost_no_recount_and_quarantine(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let honest_token = h.token("honest", Role::Worker).await;
+    let mut honest = h.worker(&honest_token);
+    let forger_token = h.token("forger", Role::Worker).await;
+    let mut forger = h.worker(&forger_token);
+    let theirs = lease(&mut honest, run, 3).await;
+    let mine = lease(&mut forger, run, 1).await.remove(0);
+    let salt = "0123456789abcdef0123456789abcdef";
+    let forged = vec![
+        JobResult { token: "made-up".into(), ..report(&theirs[0], true_count(&theirs[0])) },
+        // Of the store's form, but not the token of the current attempt.
+        JobResult { token: format!("{salt}-{}-{}", mine.job_id, mine.attempt), ..report(&mine, true_count(&mine)) },
+        // Another identity's token.
+        report(&theirs[1], true_count(&theirs[1])),
+    ];
+    let outcomes = complete(&mut forger, forged).await;
+    for outcome in &outcomes {
+        assert_eq!(outcome.status, Outcome::Rejected as i32, "{outcome:?}");
+        assert!(outcome.message.contains("lease token"), "{outcome:?}");
+    }
+    assert_eq!(h.coordinator.results_recounted(), 0, "no forged result was counted again");
+    assert!(h.store.is_quarantined("forger").await.unwrap(), "three forged results quarantine the sender");
+    let refused =
+        one_off(forger.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: run }).await);
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+
+    // The honest identity's results are counted again, each once; a repeat
+    // of one is not, and costs it nothing.
+    let results: Vec<JobResult> = theirs.iter().map(|j| report(j, true_count(j))).collect();
+    for outcome in complete(&mut honest, results.clone()).await {
+        assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+    }
+    assert_eq!(h.coordinator.results_recounted(), 3);
+    for outcome in complete(&mut honest, results).await {
+        assert_eq!(outcome.status, Outcome::AlreadyDone as i32, "{outcome:?}");
+    }
+    assert_eq!(h.coordinator.results_recounted(), 3, "a repeat is not counted again");
+    let tokens = h.store.list_tokens().await.unwrap();
+    let rejected = |name: &str| tokens.iter().find(|t| t.name == name).unwrap().rejected;
+    assert_eq!(rejected("honest"), 0);
+    assert_eq!(rejected("forger"), 3);
+}
+
+/// `GET path` on the status page's HTTP server, with a bearer token: the status line and the body.
+async fn http_get(address: std::net::SocketAddr, path: &str, token: Option<&str>) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let authorization = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: census\r\n{authorization}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
+}
+
+/// A hundred concurrent reads while a worker counts: every one succeeds,
+/// no more than the configured share of them uses the store at once,
+/// health stays SERVING, and once the run is finished its answer is not
+/// folded again however often it is read.
+async fn reads_do_not_starve_writes(store: Arc<dyn JobStore>) {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    const READERS: usize = 100;
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let token = h.token("w", Role::Worker).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let page = listener.local_addr().unwrap();
+    tokio::spawn(h.coordinator.clone().serve_status_page(listener, std::future::pending()));
+    let mut worker = h.worker(&token);
+    let first = lease(&mut worker, run, 20).await;
+    let mut readers = Vec::new();
+    for i in 0..READERS {
+        let mut census = h.census(Some(&h.reader));
+        let reader = h.reader.clone();
+        readers.push(tokio::spawn(async move {
+            census.get_progress(GetProgressRequest { run_id: run }).await?;
+            census.get_result(GetResultRequest { run_id: run }).await?;
+            census.list_runs(ListRunsRequest {}).await?;
+            if i % 10 == 0 {
+                let (status, body) = http_get(page, "/api/status", Some(&reader)).await;
+                assert!(status.contains("200"), "{status}: {body}");
+            }
+            Ok::<_, tonic::Status>(())
+        }));
+    }
+    // Writes go on meanwhile.
+    for outcome in complete(&mut worker, first.iter().map(|j| report(j, true_count(j))).collect()).await {
+        assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+    }
+    let mut health = tonic_health::pb::health_client::HealthClient::new(h.channel(None));
+    let serving = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap();
+    assert_eq!(serving.into_inner().status, ServingStatus::Serving as i32);
+    for reader in readers {
+        reader.await.unwrap().expect("every read succeeds");
+    }
+    let most = h.coordinator.most_concurrent_reads();
+    assert!((1..=CoordinatorConfig::default().concurrent_reads).contains(&most), "{most} reads at once");
+
+    finish(&h, &mut worker, run).await;
+    assert_eq!(h.result(run).await.n0, N0);
+    let folded = h.coordinator.answers_folded();
+    for _ in 0..5 {
+        assert_eq!(h.result(run).await.n0, N0);
+        let (status, body) = http_get(page, "/api/status", Some(&h.reader)).await;
+        assert!(status.contains("200") && body.contains(N0), "{status}: {body}");
+    }
+    assert_eq!(h.coordinator.answers_folded(), folded, "a finished run's answer is folded once, then kept");
+    // A coordinator started after the finish, read by many at once, folds it once.
+    let fresh = Coordinator::new(h.store.clone(), CoordinatorConfig::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fresh_page = listener.local_addr().unwrap();
+    tokio::spawn(fresh.clone().serve_status_page(listener, std::future::pending()));
+    let polls: Vec<_> = (0..20)
+        .map(|_| {
+            let reader = h.reader.clone();
+            tokio::spawn(async move { http_get(fresh_page, "/api/status", Some(&reader)).await })
+        })
+        .collect();
+    for poll in polls {
+        let (status, body) = poll.await.unwrap();
+        assert!(status.contains("200") && body.contains(N0), "{status}: {body}");
+    }
+    assert_eq!(fresh.answers_folded(), 1, "twenty concurrent readers, one fold");
+    let serving = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap();
+    assert_eq!(serving.into_inner().status, ServingStatus::Serving as i32);
+}
+
+/// `/metrics` names worker identities: it needs a reader (or operator)
+/// token; with `public_metrics` a scraper without one is served the rest.
+async fn metrics_need_a_reader_unless_public(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let worker = h.token("w", Role::Worker).await;
+    // What the exporter would render: one series per identity, one without.
+    let render: census_coordinator::RenderMetrics = Arc::new(|| {
+        "# TYPE census_jobs_leased_total counter\ncensus_jobs_leased_total 7\n\
+         census_worker_results_total{worker=\"node-7\"} 3\n"
+            .to_string()
+    });
+    let serve = |coordinator: Arc<Coordinator>| {
+        let render = render.clone();
+        async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap();
+            tokio::spawn(coordinator.serve_metrics(listener, render, std::future::pending()));
+            address
+        }
+    };
+    let closed = serve(h.coordinator.clone()).await;
+    assert!(http_get(closed, "/metrics", None).await.0.contains("401"));
+    assert!(http_get(closed, "/metrics", Some(&worker)).await.0.contains("403"));
+    let (status, body) = http_get(closed, "/metrics", Some(&h.reader)).await;
+    assert!(status.contains("200") && body.contains("node-7") && body.contains("census_jobs_leased_total 7"), "{body}");
+
+    let public = CoordinatorConfig { public_metrics: true, ..CoordinatorConfig::default() };
+    let open = serve(Coordinator::new(h.store.clone(), public)).await;
+    let (status, body) = http_get(open, "/metrics", None).await;
+    assert!(status.contains("200") && body.contains("census_jobs_leased_total 7"), "{status}: {body}");
+    assert!(!body.contains("node-7"), "no identities without a credential: {body}");
+    let (_, body) = http_get(open, "/metrics", Some(&h.reader)).await;
+    assert!(body.contains("node-7"), "a reader sees the identities: {body}");
+    assert!(http_get(open, "/metrics", Some(&worker)).await.0.contains("403"), "a token given is checked");
+}
+
+/// A reader's token revoked while it watches: its stream ends with
+/// UNAUTHENTICATED within the one message it may have had queued.
+async fn a_revoked_reader_stops_watching(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let watcher = h.token("watcher", Role::Reader).await;
+    let mut stream = h
+        .census(Some(&watcher))
+        .watch_progress(WatchProgressRequest { run_id: run, interval_ms: 100 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stream.message().await.unwrap().unwrap().jobs_total, 440);
+    assert!(h.store.revoke_token("watcher").await.unwrap());
+    let mut after = 0;
+    let refused = loop {
+        match stream.message().await {
+            Ok(Some(_)) => after += 1,
+            Ok(None) => panic!("the stream ended without saying why"),
+            Err(status) => break status,
+        }
+        assert!(after <= 2, "still watching {after} messages after the revocation");
+    };
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert!(stream.message().await.unwrap_or(None).is_none(), "nothing after the refusal");
 }
 
 async fn no_request_can_stop_the_census(store: Arc<dyn JobStore>) {
@@ -677,6 +875,10 @@ on_both_backends!(
     redundancy_counts_distinct_identities,
     only_the_coordinators_own_workers_skip_the_same_counter,
     old_tokens_are_fenced,
+    forged_tokens_cost_no_recount_and_quarantine,
+    reads_do_not_starve_writes,
+    metrics_need_a_reader_unless_public,
+    a_revoked_reader_stops_watching,
     no_request_can_stop_the_census,
     leases_are_bounded,
     one_token_failing_every_job_cannot_stall_a_run,

@@ -174,6 +174,23 @@ pub enum CompleteOutcome {
     Conflict { stored: u128 },
 }
 
+/// Whether an identity holds the lease a result names, checked before any
+/// costly work on the result ([`JobStore::check_leases`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseCheck {
+    /// The identity holds this lease now: the result may be checked and recorded.
+    Held,
+    /// Not held now, but a token the store could have given this identity
+    /// (a lease that expired or was retired): a late report, or a repeat
+    /// of one already recorded. Refused without checking, not held against it.
+    NotHeld,
+    /// A token the store never gave this identity for this job: recorded as
+    /// a rejection against the identity (it counts toward quarantine).
+    Forged { reason: String },
+    /// No such job.
+    UnknownJob,
+}
+
 /// What a heartbeat found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeartbeatOutcome {
@@ -435,6 +452,13 @@ pub trait JobStore: Send + Sync {
         &self,
         completions: &[Completion],
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError>;
+    /// Whether `completions`' identity holds each named lease now, one
+    /// answer a completion, in order: cheap, so the coordinator asks it
+    /// before it counts a result again. A token the store never issued for
+    /// that job to that identity ([`LeaseCheck::Forged`]) is recorded as a
+    /// rejection against the identity in the same call, so a sender of
+    /// made-up tokens ends quarantined like a sender of wrong counts.
+    async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError>;
     /// Resolves a conflict by counting the job again: its accepted count is
     /// taken out of its class (and the total, if the run had finished) and
     /// the job goes back to the queue. Every earlier result stays in the
@@ -462,8 +486,15 @@ pub trait JobStore: Send + Sync {
     /// caller announce a finished run without asking for every run after
     /// every completion.
     fn take_finished_runs(&self) -> Vec<RunId>;
-    /// Answers when the database does (for health checks).
+    /// Answers when the database does (for health checks), on a
+    /// connection of its own: a busy pool does not make it fail.
     async fn ping(&self) -> Result<(), StoreError>;
+    /// A text that changes whenever the run's stored answer may have (it
+    /// finished, was reopened by a recount and finished again, gained or
+    /// lost a conflict, or its stored sums differ); `None` while it has no
+    /// answer. Cheap (one row), so a reader can cache what it folded from
+    /// a finished run and fold again only when this changes.
+    async fn answer_version(&self, run: RunId) -> Result<Option<String>, StoreError>;
     /// Closes every connection; for SQLite this folds the write-ahead log
     /// into the database file. Later calls fail.
     async fn close(&self);

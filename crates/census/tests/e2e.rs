@@ -553,12 +553,16 @@ fn verify_compares_the_totals_of_two_stages() {
 }
 
 /// `GET /metrics` from a Prometheus endpoint, as text.
-fn scrape(port: u16) -> String {
+/// `GET /metrics`, with a bearer token when one is given (the coordinator's
+/// metrics need a reader or operator unless `--public-metrics`).
+fn scrape(port: u16, token: Option<&str>) -> String {
     use std::io::{Read, Write};
     let deadline = Instant::now() + Duration::from_secs(30);
+    let authorization = token.map(|t| format!("Authorization: Bearer {}\r\n", t.trim())).unwrap_or_default();
     loop {
         if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+            let request = format!("GET /metrics HTTP/1.0\r\nHost: localhost\r\n{authorization}\r\n");
+            stream.write_all(request.as_bytes()).unwrap();
             let mut response = String::new();
             stream.read_to_string(&mut response).unwrap();
             return response;
@@ -585,10 +589,13 @@ fn prometheus_metrics_move_during_a_run() {
     cluster.wait_until_serving();
     let listen = format!("127.0.0.1:{worker_metrics}");
     let mut worker = cluster.worker_with("metered", &["--metrics-listen", &listen]);
+    let operator = std::fs::read_to_string(cluster.operator_token()).unwrap();
+    let anonymous = scrape(coordinator_metrics, None);
+    assert!(anonymous.starts_with("HTTP/1.0 401"), "the coordinator's metrics need a credential: {anonymous}");
     // Mid-run: some results recorded, not all.
     let deadline = Instant::now() + Duration::from_secs(120);
     let mid = loop {
-        let text = scrape(coordinator_metrics);
+        let text = scrape(coordinator_metrics, Some(&operator));
         if let Some(recorded) = sample(&text, r#"census_results_total{outcome="recorded"}"#) {
             break (recorded, text);
         }
@@ -597,13 +604,13 @@ fn prometheus_metrics_move_during_a_run() {
     };
     assert!(mid.0 >= 1.0 && mid.0 < 440.0, "mid-run: {}", mid.1);
     assert!(mid.1.contains("census_lease_seconds"), "{}", mid.1);
-    let counted = sample(&scrape(worker_metrics), "census_worker_jobs_counted_total").unwrap_or(0.0);
+    let counted = sample(&scrape(worker_metrics, None), "census_worker_jobs_counted_total").unwrap_or(0.0);
     assert!(counted >= 1.0, "the worker's own metrics count jobs");
     assert!(wait_with_timeout(&mut worker, Duration::from_secs(300)).success());
     // After: every job recorded once, and the job gauges say so.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let text = scrape(coordinator_metrics);
+        let text = scrape(coordinator_metrics, Some(&operator));
         let recorded = sample(&text, r#"census_results_total{outcome="recorded"}"#);
         let done = text
             .lines()

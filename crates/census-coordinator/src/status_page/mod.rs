@@ -112,6 +112,7 @@ async fn status(State(coordinator): State<Arc<Coordinator>>, headers: HeaderMap)
 async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<StatusJson, tonic::Status> {
     let metadata = tonic::metadata::MetadataMap::from_headers(headers);
     crate::auth::authorize(&coordinator.config.auth, coordinator.store.as_ref(), &metadata, Need::Read).await?;
+    let _turn = coordinator.read_turn().await;
     let summaries = coordinator.store.list_runs().await.map_err(status_of)?;
     let mut runs = Vec::new();
     for summary in summaries.into_iter().rev().take(RECENT_RUNS) {

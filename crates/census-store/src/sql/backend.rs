@@ -150,6 +150,16 @@ enum Location<'a> {
     Sqlite(&'a str),
 }
 
+impl Location<'_> {
+    /// The SQLite file's path (empty for Postgres).
+    fn path(&self) -> &str {
+        match self {
+            Location::Postgres => "",
+            Location::Sqlite(path) => path,
+        }
+    }
+}
+
 impl<'a> Location<'a> {
     /// `postgres://...`/`postgresql://...` (checked by the driver's own
     /// parser), `sqlite://PATH`, `sqlite:PATH` or a bare path.
@@ -271,8 +281,21 @@ impl SqlStore {
         if backend == Backend::Postgres {
             POSTGRES_MIGRATIONS.run(&pool).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
         }
+        // Health asks on a connection of its own: a pool busy with
+        // requests is not a database that does not answer.
+        let health_url = match backend {
+            Backend::Postgres => url.to_string(),
+            Backend::Sqlite => format!("sqlite://{}?mode=rw", Location::parse(url).map_err(|e| failed(&e))?.path()),
+        };
+        let health = AnyPoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_lazy(&health_url)
+            .map_err(|e| failed(&e))?;
         let store = SqlStore {
             pool,
+            health,
             backend,
             config,
             runs: Mutex::new(HashMap::new()),

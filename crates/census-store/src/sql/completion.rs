@@ -25,13 +25,13 @@ struct ResultRow {
 }
 
 /// One row of the append-only rejections table.
-struct RejectionRow {
-    job: JobId,
-    run: RunId,
-    attempt: i64,
-    worker: String,
-    count: u128,
-    reason: String,
+pub(super) struct RejectionRow {
+    pub(super) job: JobId,
+    pub(super) run: RunId,
+    pub(super) attempt: i64,
+    pub(super) worker: String,
+    pub(super) count: u128,
+    pub(super) reason: String,
 }
 
 /// Per-run changes of a batch.
@@ -403,7 +403,7 @@ impl SqlStore {
 
     /// Appends rejections and quarantines every identity that reached the
     /// limit: its leases are released at once and its results counted again.
-    async fn record_rejections(
+    pub(super) async fn record_rejections(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         rejections: &[RejectionRow],

@@ -13,6 +13,7 @@ mod auth;
 mod backend;
 mod completion;
 mod decision;
+mod fencing;
 mod queue;
 mod remedies;
 mod runs;
@@ -30,7 +31,7 @@ use backend::Backend;
 pub(crate) use backend::JobState;
 
 use crate::{
-    ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, Lease, Progress,
+    ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, Lease, LeaseCheck, Progress,
     QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
 };
 
@@ -44,6 +45,9 @@ struct RunFacts {
 /// The job store on Postgres or SQLite.
 pub struct SqlStore {
     pool: AnyPool,
+    /// One connection of its own for [`JobStore::ping`], so that health
+    /// tells whether the database answers, not whether the pool is busy.
+    health: AnyPool,
     backend: Backend,
     config: StoreConfig,
     runs: Mutex<HashMap<RunId, Arc<RunFacts>>>,
@@ -144,6 +148,10 @@ impl JobStore for SqlStore {
         self.complete_batch(completions).await
     }
 
+    async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
+        self.fence(completions).await
+    }
+
     async fn recount(&self, job: JobId) -> Result<(), StoreError> {
         self.recount_job(job).await
     }
@@ -161,8 +169,18 @@ impl JobStore for SqlStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query("SELECT 1").execute(&self.health).await?;
         Ok(())
+    }
+
+    async fn answer_version(&self, run: RunId) -> Result<Option<String>, StoreError> {
+        use sqlx::Row;
+        let row = self.ensure_run(run).await?;
+        let Some(finished) = row.try_get::<Option<i64>, _>(0)? else { return Ok(None) };
+        let conflicts: i64 = row.try_get(1)?;
+        let weighted_sum = row.try_get::<Option<String>, _>(2)?.unwrap_or_default();
+        let answer = row.try_get::<Option<String>, _>(3)?.unwrap_or_default();
+        Ok(Some(format!("{finished}/{conflicts}/{weighted_sum}/{answer}")))
     }
 
     async fn close(&self) {
@@ -170,6 +188,7 @@ impl JobStore for SqlStore {
             let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&self.pool).await;
         }
         self.pool.close().await;
+        self.health.close().await;
     }
 
     async fn create_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {

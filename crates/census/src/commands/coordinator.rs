@@ -81,9 +81,15 @@ pub struct Args {
     #[arg(long, env = "CENSUS_HTTP_LISTEN")]
     http_listen: Option<SocketAddr>,
     /// Serve Prometheus metrics (jobs by state, results by outcome, latencies,
-    /// store errors, per-worker results) on this address, at /metrics.
+    /// store errors, per-worker results) on this address, at /metrics. They
+    /// need a reader or operator token, unless --public-metrics.
     #[arg(long, env = "CENSUS_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
+    /// Serve /metrics without a credential too (for a Prometheus scraper),
+    /// leaving out the series that name worker identities; a reader or
+    /// operator token still sees them.
+    #[arg(long, env = "CENSUS_PUBLIC_METRICS")]
+    public_metrics: bool,
     /// Log format.
     #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
     log_format: LogFormat,
@@ -119,7 +125,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.max_lease_lifetime < args.lease_ttl {
         return Err(UsageError("--max-lease-lifetime must be at least --lease-ttl".into()).into());
     }
-    runtime()?.block_on(serve(args))
+    let runtime = runtime()?;
+    let served = runtime.block_on(serve(args));
+    // Recounts still running on blocking threads are not waited for (a
+    // count can take seconds): their results are reported again elsewhere.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
 }
 
 fn tls_files(args: &Args) -> anyhow::Result<Option<TlsFiles>> {
@@ -132,9 +143,27 @@ fn tls_files(args: &Args) -> anyhow::Result<Option<TlsFiles>> {
 }
 
 async fn serve(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(address) = args.metrics_listen {
-        super::roles::serve_metrics(address)?;
-    }
+    // The recorder first, so that nothing recorded before /metrics is served is lost.
+    let metrics = match args.metrics_listen {
+        Some(address) => {
+            let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+                .install_recorder()
+                .map_err(|e| anyhow::anyhow!("cannot record metrics: {e}"))?;
+            // The exporter's upkeep (draining histograms), which its own listener would run.
+            let upkeep = handle.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    upkeep.run_upkeep();
+                }
+            });
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot serve metrics on {address}: {e}"))?;
+            Some((listener, handle))
+        }
+        None => None,
+    };
     let config = StoreConfig {
         max_attempts: args.max_attempts,
         quarantine_after: args.quarantine_after,
@@ -187,6 +216,8 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             // It has no tokens of its own: every worker is someone else's.
             trust_local_workers: false,
             tls,
+            public_metrics: args.public_metrics,
+            ..CoordinatorConfig::default()
         },
     );
     let census = match (args.census, args.stage) {
@@ -210,6 +241,14 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         tracing::info!(address = %listener.local_addr()?, "status page at http://{}/", listener.local_addr()?);
         let mut stop = signals.clone();
         tokio::spawn(coordinator.clone().serve_status_page(listener, async move {
+            let _ = stop.wait_for(|n| *n > 0).await;
+        }));
+    }
+    if let Some((listener, handle)) = metrics {
+        tracing::info!(address = %listener.local_addr()?, public = args.public_metrics, "serving Prometheus metrics at /metrics");
+        let mut stop = signals.clone();
+        let render: census_coordinator::RenderMetrics = std::sync::Arc::new(move || handle.render());
+        tokio::spawn(coordinator.clone().serve_metrics(listener, render, async move {
             let _ = stop.wait_for(|n| *n > 0).await;
         }));
     }

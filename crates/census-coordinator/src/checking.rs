@@ -1,0 +1,197 @@
+//! Checking results by counting them again, and the bounds on that work.
+//!
+//! A recount costs what the count cost (seconds for some keys), so it is
+//! the one thing a caller can make the coordinator spend. Three rules keep
+//! it from being an amplifier:
+//! - the store fences first ([`census_store::JobStore::check_leases`]): only a
+//!   result whose lease its sender holds is counted again, and a made-up
+//!   token is recorded against the sender (toward quarantine);
+//! - every recount takes a permit of its identity (so one identity cannot
+//!   take every thread) and then one of the coordinator (so all of them
+//!   together cannot take more than the configured threads);
+//! - at shutdown no new recount starts and waiting requests end at once with
+//!   UNAVAILABLE; recounts already running are not waited for (the process
+//!   stops its runtime with a timeout).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use census_math::census::{Census, JobCounter};
+use census_store::Completion;
+use tokio::sync::Semaphore;
+use tonic::Status;
+
+use crate::auth::Caller;
+use crate::{Coordinator, status_of};
+
+/// The counter that checks a census's results, and whether it is another
+/// algorithm than the one that counted them.
+#[derive(Clone)]
+struct Checker {
+    counter: Arc<JobCounter>,
+    independent: bool,
+}
+
+/// How many recounts may run at once: in all, and for one identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckingLimits {
+    /// Recounts running at once, all identities together (blocking threads).
+    pub threads: usize,
+    /// Recounts running at once for one identity.
+    pub threads_per_identity: usize,
+}
+
+impl Default for CheckingLimits {
+    /// One thread a core; one identity at most half of them (at least one).
+    fn default() -> CheckingLimits {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        CheckingLimits { threads: cores, threads_per_identity: cores.div_ceil(2) }
+    }
+}
+
+/// The coordinator's checking: counters, permits, the stop flag.
+pub(crate) struct Checking {
+    /// The counters that check results, one per census, built on first use
+    /// (`Census::checking_counter`: for 9x9 runs the column-sets counter,
+    /// whatever counter the run uses).
+    checkers: Mutex<HashMap<String, Checker>>,
+    all: Arc<Semaphore>,
+    per_identity: Mutex<HashMap<String, Arc<Semaphore>>>,
+    threads_per_identity: usize,
+    /// Set at shutdown: no recount starts after it. (Also the flag a
+    /// cancellable count would watch.)
+    cancel: Arc<AtomicBool>,
+    stopping: tokio::sync::watch::Sender<bool>,
+    recounted: AtomicU64,
+}
+
+impl Checking {
+    pub(crate) fn new(limits: CheckingLimits) -> Checking {
+        Checking {
+            checkers: Mutex::default(),
+            all: Arc::new(Semaphore::new(limits.threads.max(1))),
+            per_identity: Mutex::default(),
+            threads_per_identity: limits.threads_per_identity.max(1),
+            cancel: Arc::new(AtomicBool::new(false)),
+            stopping: tokio::sync::watch::Sender::new(false),
+            recounted: AtomicU64::new(0),
+        }
+    }
+
+    /// Stops checking: waiting requests end, no recount starts.
+    pub(crate) fn stop(&self) {
+        self.cancel.store(true, Ordering::SeqCst);
+        self.stopping.send_replace(true);
+    }
+
+    /// How many results were counted again since the coordinator started.
+    pub(crate) fn recounted(&self) -> u64 {
+        self.recounted.load(Ordering::Relaxed)
+    }
+
+    fn identity_permits(&self, identity: &str) -> Arc<Semaphore> {
+        let mut map = self.per_identity.lock().expect("never poisoned");
+        // Forget identities with nothing running, so the map stays as small as the active set.
+        map.retain(|_, permits| Arc::strong_count(permits) > 1);
+        map.entry(identity.to_string()).or_insert_with(|| Arc::new(Semaphore::new(self.threads_per_identity))).clone()
+    }
+
+    /// The counter that checks results of `census` (text as stored),
+    /// built once (under the lock, so that concurrent checks wait for one
+    /// build instead of making their own).
+    fn checker(&self, census: &str) -> Option<Checker> {
+        let mut checkers = self.checkers.lock().expect("never poisoned");
+        if let Some(checker) = checkers.get(census) {
+            return Some(checker.clone());
+        }
+        let parsed: Census = census.parse().ok()?;
+        let checker =
+            Checker { counter: Arc::new(parsed.checking_counter()), independent: parsed.has_independent_check() };
+        checkers.insert(census.to_string(), checker.clone());
+        Some(checker)
+    }
+
+    /// Builds the checker of `census` ahead of its first result.
+    pub(crate) fn prepare(&self, census: &str) {
+        self.checker(census);
+    }
+}
+
+impl Coordinator {
+    /// Counts a share of `completions` (whose leases their sender holds)
+    /// again with their census's checking counter, within the permits, and
+    /// attaches the checked counts. A key the counter cannot read is not
+    /// the job's: the store rejects it. The coordinator's own workers are
+    /// checked only by an independent counter
+    /// ([`crate::CoordinatorConfig::trust_local_workers`]).
+    pub(crate) async fn validate(
+        self: &Arc<Self>,
+        caller: &Caller,
+        completions: Vec<Completion>,
+    ) -> Result<Vec<Completion>, Status> {
+        let fraction = self.config.validate_fraction;
+        let only_independent = self.config.trust_local_workers && caller.local;
+        if fraction <= 0.0 || completions.is_empty() {
+            return Ok(completions);
+        }
+        let ids: Vec<i64> = completions.iter().map(|c| c.job_id).collect();
+        let censuses = self.store.censuses_of(&ids).await.map_err(status_of)?;
+        let identity = self.checking.identity_permits(&caller.name);
+        let mut tasks = tokio::task::JoinSet::new();
+        let count = completions.len();
+        for (position, mut completion) in completions.into_iter().enumerate() {
+            let census = censuses.get(&completion.job_id).cloned();
+            let sampled = fraction >= 1.0 || rand::random::<f64>() < fraction;
+            let (coordinator, identity) = (self.clone(), identity.clone());
+            tasks.spawn(async move {
+                let Some(census) = census.filter(|_| sampled) else { return (position, completion) };
+                let (Ok(mine), Ok(all)) =
+                    (identity.acquire_owned().await, coordinator.checking.all.clone().acquire_owned().await)
+                else {
+                    return (position, completion);
+                };
+                let counted = tokio::task::spawn_blocking(move || {
+                    // The permits are held until the count ends, even if the
+                    // request that wanted it is gone.
+                    let _permits = (mine, all);
+                    let checking = &coordinator.checking;
+                    if checking.cancel.load(Ordering::SeqCst) {
+                        return completion;
+                    }
+                    let Some(checker) = checking.checker(&census) else { return completion };
+                    if only_independent && !checker.independent {
+                        return completion;
+                    }
+                    checking.recounted.fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!("census_results_recounted_total").increment(1);
+                    if let Ok(count) = checker.counter.count(&completion.key) {
+                        completion.checked_count = Some(count);
+                    }
+                    completion
+                });
+                match counted.await {
+                    Ok(completion) => (position, completion),
+                    // A count that panicked is no count: the task's completion is lost with it.
+                    Err(error) => std::panic::resume_unwind(error.into_panic()),
+                }
+            });
+        }
+        let mut stopping = self.checking.stopping.subscribe();
+        let gather = async {
+            let mut checked: Vec<Option<Completion>> = (0..count).map(|_| None).collect();
+            while let Some(done) = tasks.join_next().await {
+                let (position, completion) =
+                    done.map_err(|e| Status::internal(format!("validating results failed: {e}")))?;
+                checked[position] = Some(completion);
+            }
+            Ok(checked.into_iter().map(|c| c.expect("every task answers")).collect())
+        };
+        tokio::select! {
+            checked = gather => checked,
+            _ = stopping.wait_for(|stop| *stop) => {
+                Err(Status::unavailable("the coordinator is shutting down; report the results again to another"))
+            }
+        }
+    }
+}

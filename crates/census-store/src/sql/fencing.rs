@@ -1,0 +1,177 @@
+//! Fencing before any work: whether the identity that reports a result
+//! holds its lease, asked before the coordinator spends seconds counting
+//! the result again. A token the store never issued for the job to that
+//! identity is a rejection against it, so made-up tokens lead to quarantine
+//! instead of costing the coordinator for free.
+
+use std::collections::HashMap;
+
+use sqlx::Row;
+
+use super::completion::RejectionRow;
+use super::{JobState, SqlStore, now_ms};
+use crate::{Completion, JobId, LeaseCheck, RunId, StoreError};
+
+/// What fencing reads of a job.
+struct LeaseRow {
+    run: RunId,
+    state: JobState,
+    attempt: i64,
+    token: Option<String>,
+    owner: Option<String>,
+    expires_at: Option<i64>,
+}
+
+/// Classifies one report against its job's row at time `now` (ms). Pure.
+///
+/// The store issues `{salt}-{job id}-{attempt}` (`queue.rs`), one token
+/// an attempt. So a token that is not of that form, names another job or a
+/// later attempt, differs from the current attempt's token, or is the token
+/// of a lease another identity holds, was never this identity's. A token of
+/// an earlier attempt, or of the current one after it expired or was
+/// retired, may be an honest late report: refused, not held against anyone.
+fn classify(job: &LeaseRow, worker: &str, job_id: JobId, token: &str, now: i64) -> LeaseCheck {
+    let held = job.state == JobState::Leased
+        && job.token.as_deref() == Some(token)
+        && job.owner.as_deref() == Some(worker)
+        && job.expires_at.is_some_and(|expires| expires >= now);
+    if held {
+        return LeaseCheck::Held;
+    }
+    let forged = |reason: String| LeaseCheck::Forged { reason };
+    let mut parts = token.rsplitn(3, '-');
+    let (attempt, id, salt) = (parts.next(), parts.next(), parts.next());
+    let (Some(attempt), Some(id), Some(salt)) = (attempt, id, salt) else {
+        return forged("the lease token is not one this store issues".into());
+    };
+    if salt.len() != 32 || !salt.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return forged("the lease token is not one this store issues".into());
+    }
+    if id.parse::<JobId>().ok() != Some(job_id) {
+        return forged(format!("the lease token is not for job {job_id}"));
+    }
+    let Some(attempt) = attempt.parse::<i64>().ok().filter(|a| (1..=job.attempt).contains(a)) else {
+        return forged(format!("the lease token names an attempt job {job_id} never had"));
+    };
+    if attempt == job.attempt
+        && let Some(current) = &job.token
+    {
+        if current != token {
+            return forged(format!("the lease token is not the one issued for attempt {attempt} of job {job_id}"));
+        }
+        if job.owner.as_deref() != Some(worker) {
+            return forged(format!("the lease token of job {job_id} was issued to another identity"));
+        }
+    }
+    LeaseCheck::NotHeld
+}
+
+impl SqlStore {
+    pub(crate) async fn fence(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
+        let now = now_ms();
+        let mut ids: Vec<JobId> = completions.iter().map(|c| c.job_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut jobs: HashMap<JobId, LeaseRow> = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(self.backend.rows_per_statement(500, 1)) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT id, run_id, state, attempt, lease_token, lease_owner, lease_expires_at FROM jobs WHERE id IN ({})",
+                placeholders.join(", ")
+            );
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            for row in query.fetch_all(&self.pool).await? {
+                jobs.insert(
+                    row.try_get(0)?,
+                    LeaseRow {
+                        run: row.try_get(1)?,
+                        state: row.try_get::<String, _>(2)?.parse()?,
+                        attempt: row.try_get(3)?,
+                        token: row.try_get(4)?,
+                        owner: row.try_get(5)?,
+                        expires_at: row.try_get(6)?,
+                    },
+                );
+            }
+        }
+        let mut checks = Vec::with_capacity(completions.len());
+        let mut rejections = Vec::new();
+        for c in completions {
+            let Some(job) = jobs.get(&c.job_id) else {
+                checks.push(LeaseCheck::UnknownJob);
+                continue;
+            };
+            let check = classify(job, &c.worker, c.job_id, &c.token, now);
+            if let LeaseCheck::Forged { reason } = &check {
+                tracing::warn!(job = c.job_id, worker = %c.worker, %reason, "result with a forged lease token refused");
+                rejections.push(RejectionRow {
+                    job: c.job_id,
+                    run: job.run,
+                    attempt: job.attempt,
+                    worker: c.worker.clone(),
+                    count: c.count.min(self.backend.max_count()),
+                    reason: reason.clone(),
+                });
+            }
+            checks.push(check);
+        }
+        if !rejections.is_empty() {
+            let mut tx = self.pool.begin().await?;
+            self.record_rejections(&mut tx, &rejections, now).await?;
+            tx.commit().await?;
+        }
+        Ok(checks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SALT: &str = "0123456789abcdef0123456789abcdef";
+
+    fn leased(attempt: i64, owner: &str, expires_at: i64) -> LeaseRow {
+        LeaseRow {
+            run: 1,
+            state: JobState::Leased,
+            attempt,
+            token: Some(format!("{SALT}-7-{attempt}")),
+            owner: Some(owner.into()),
+            expires_at: Some(expires_at),
+        }
+    }
+
+    fn is_forged(check: LeaseCheck) -> bool {
+        matches!(check, LeaseCheck::Forged { .. })
+    }
+
+    #[test]
+    fn the_holder_of_a_live_lease_holds_it() {
+        assert_eq!(classify(&leased(2, "w", 100), "w", 7, &format!("{SALT}-7-2"), 50), LeaseCheck::Held);
+    }
+
+    #[test]
+    fn an_expired_or_earlier_lease_is_late_not_forged() {
+        assert_eq!(classify(&leased(2, "w", 100), "w", 7, &format!("{SALT}-7-2"), 150), LeaseCheck::NotHeld);
+        let other_salt = "fedcba9876543210fedcba9876543210";
+        assert_eq!(classify(&leased(2, "x", 100), "w", 7, &format!("{other_salt}-7-1"), 50), LeaseCheck::NotHeld);
+        let retired =
+            LeaseRow { state: JobState::Done, token: None, owner: None, expires_at: None, ..leased(2, "w", 0) };
+        assert_eq!(classify(&retired, "w", 7, &format!("{SALT}-7-2"), 50), LeaseCheck::NotHeld);
+    }
+
+    #[test]
+    fn tokens_never_issued_to_the_sender_are_forged() {
+        let job = leased(2, "w", 100);
+        assert!(is_forged(classify(&job, "w", 7, "made-up", 50)));
+        assert!(is_forged(classify(&job, "w", 7, &format!("{SALT}-8-2"), 50)), "another job's");
+        assert!(is_forged(classify(&job, "w", 7, &format!("{SALT}-7-3"), 50)), "a later attempt");
+        assert!(is_forged(classify(&job, "w", 7, &format!("{SALT}-7-0"), 50)), "attempt 0 is never issued");
+        let other_salt = "fedcba9876543210fedcba9876543210";
+        assert!(is_forged(classify(&job, "w", 7, &format!("{other_salt}-7-2"), 50)), "not the current token");
+        assert!(is_forged(classify(&job, "x", 7, &format!("{SALT}-7-2"), 50)), "held by another identity");
+    }
+}
