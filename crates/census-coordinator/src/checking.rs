@@ -59,8 +59,7 @@ pub(crate) struct Checking {
     all: Arc<Semaphore>,
     per_identity: Mutex<HashMap<String, Arc<Semaphore>>>,
     threads_per_identity: usize,
-    /// Set at shutdown: no recount starts after it. (Also the flag a
-    /// cancellable count would watch.)
+    /// Set at shutdown: no recount starts after it, and running ones stop.
     cancel: Arc<AtomicBool>,
     stopping: tokio::sync::watch::Sender<bool>,
     recounted: AtomicU64,
@@ -165,7 +164,9 @@ impl Coordinator {
                     }
                     checking.recounted.fetch_add(1, Ordering::Relaxed);
                     metrics::counter!("census_results_recounted_total").increment(1);
-                    if let Ok(count) = checker.counter.count(&completion.key) {
+                    // Cancelled at shutdown, the request has already ended
+                    // UNAVAILABLE: this completion is never stored.
+                    if let Ok(count) = checker.counter.count_cancellable(&completion.key, &checking.cancel) {
                         completion.checked_count = Some(count);
                     }
                     completion
