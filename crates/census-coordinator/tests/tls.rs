@@ -63,7 +63,7 @@ async fn tls_serves_and_client_certificates_are_required_when_asked() {
         url: url.clone(),
         token: Some(token.clone()),
         tls_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
-        tls_identity_pem: None,
+        ..ClientConfig::default()
     };
     assert_eq!(list_runs(&with_ca).await, Ok(0));
     let plain = ClientConfig { url: url.replace("https://", "http://"), ..with_ca.clone() };
@@ -77,7 +77,7 @@ async fn tls_serves_and_client_certificates_are_required_when_asked() {
         url: url.clone(),
         token: Some(token.clone()),
         tls_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
-        tls_identity_pem: None,
+        ..ClientConfig::default()
     };
     assert!(list_runs(&anonymous_tls).await.is_err(), "no client certificate, no connection");
     let mutual = ClientConfig {

@@ -20,6 +20,17 @@ pub struct ClientConfig {
     pub tls_ca_pem: Option<Vec<u8>>,
     /// Our client certificate and key (PEM), for a coordinator that requires one.
     pub tls_identity_pem: Option<(Vec<u8>, Vec<u8>)>,
+    /// Send the token over plain `http://` to a host that is not loopback
+    /// (anyone on the path can read it then): only when the user says so.
+    pub allow_plaintext_token: bool,
+}
+
+/// Whether `host` (as a URI shows it) is this machine: a token sent there
+/// in cleartext never crosses a network.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
 }
 
 /// Adds `authorization: Bearer <token>` to every request.
@@ -53,6 +64,14 @@ fn endpoint(config: &ClientConfig) -> Result<(Endpoint, Bearer), String> {
         .connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true);
     let https = config.url.starts_with("https://");
+    let host = endpoint.uri().host().unwrap_or_default();
+    if config.token.is_some() && !https && !config.allow_plaintext_token && !is_loopback(host) {
+        return Err(format!(
+            "refusing to send the token in cleartext to {:?}: use https:// (with --tls-ca), or allow it on a network \
+             you trust with --allow-plaintext-token (CENSUS_ALLOW_PLAINTEXT_TOKEN=true)",
+            config.url
+        ));
+    }
     if (config.tls_ca_pem.is_some() || config.tls_identity_pem.is_some()) && !https {
         return Err(format!("TLS options were given but {:?} is not an https:// URL", config.url));
     }
@@ -109,6 +128,14 @@ mod tests {
         assert!(endpoint(&config("not a url", "t")).unwrap_err().contains("is not a coordinator URL"));
         assert!(endpoint(&config("http://h:1", "line\nbreak")).unwrap_err().contains("cannot be sent in a header"));
         assert!(endpoint(&config("https://h:1", "t")).unwrap_err().contains("--tls-ca"));
+        // A token goes in cleartext only to this machine, unless allowed.
+        for url in ["http://localhost:1", "http://127.0.0.2:1", "http://[::1]:1"] {
+            assert!(endpoint(&config(url, "t")).is_ok(), "{url}");
+        }
+        let remote = config("http://coordinator:50051", "t");
+        assert!(endpoint(&remote).unwrap_err().contains("--allow-plaintext-token"));
+        assert!(endpoint(&ClientConfig { allow_plaintext_token: true, ..remote.clone() }).is_ok());
+        assert!(endpoint(&ClientConfig { token: None, ..remote }).is_ok(), "no token, nothing to leak");
     }
 
     proptest! {
@@ -121,7 +148,7 @@ mod tests {
             token in proptest::option::of(".{0,80}"),
             ca in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..200)),
         ) {
-            let config = ClientConfig { url: format!("{scheme}{url}"), token, tls_ca_pem: ca, tls_identity_pem: None };
+            let config = ClientConfig { url: format!("{scheme}{url}"), token, tls_ca_pem: ca, ..ClientConfig::default() };
             let _ = endpoint(&config);
         }
     }

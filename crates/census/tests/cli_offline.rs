@@ -397,7 +397,8 @@ fn the_readme_lists_every_flag() {
 }
 
 /// Described once, under the table, for every client command.
-const CLIENT_FLAGS: [&str; 5] = ["--token", "--token-file", "--tls-ca", "--tls-client-cert", "--tls-client-key"];
+const CLIENT_FLAGS: [&str; 6] =
+    ["--token", "--token-file", "--tls-ca", "--tls-client-cert", "--tls-client-key", "--allow-plaintext-token"];
 
 /// Other kinds of census through `bench --census`: the same jobs, counter
 /// and fold an engine will run, checked against the published answers.
@@ -487,5 +488,62 @@ fn layers_refuses_bad_shapes_and_layers_with_exit_2() {
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(message), "{stderr}");
+    }
+}
+
+/// `token create --output` refuses a file that exists before it stores a
+/// token (a stored token nobody has would be a credential in the air), and
+/// another engine's URL is refused by name.
+#[test]
+fn token_create_checks_its_output_first_and_mysql_is_refused_by_name() {
+    let db = temp_path("output-first.db");
+    let existing = temp_path("existing-token");
+    std::fs::write(&existing, "keep me\n").unwrap();
+    let db_text = db.to_str().unwrap();
+    let refused = census(&[
+        "token",
+        "create",
+        "--role",
+        "worker",
+        "--name",
+        "w1",
+        "--database",
+        db_text,
+        "--output",
+        existing.to_str().unwrap(),
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--output"));
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me\n");
+    let fresh = temp_path("fresh-token");
+    let made = census(&[
+        "token",
+        "create",
+        "--role",
+        "worker",
+        "--name",
+        "w1",
+        "--database",
+        db_text,
+        "--output",
+        fresh.to_str().unwrap(),
+    ]);
+    assert!(
+        made.status.success(),
+        "w1 was never stored, so it can be made now: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    assert!(!std::fs::read_to_string(&fresh).unwrap().trim().is_empty(), "the token is in the file");
+    let listed = census(&["token", "list", "--database", db_text]);
+    let names = String::from_utf8_lossy(&listed.stdout).lines().filter(|line| line.starts_with("w1 ")).count();
+    assert_eq!(names, 1, "w1 stored once: {}", String::from_utf8_lossy(&listed.stdout));
+
+    let mysql = census(&["token", "list", "--database", "mysql://census:pw@127.0.0.1/census"]);
+    assert!(!mysql.status.success());
+    let stderr = String::from_utf8_lossy(&mysql.stderr);
+    assert!(stderr.contains("mysql:// is not a database census can use"), "{stderr}");
+    assert!(!stderr.contains("pw@"), "{stderr}");
+    for path in [db, existing, fresh] {
+        let _ = std::fs::remove_file(path);
     }
 }

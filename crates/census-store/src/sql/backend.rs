@@ -168,6 +168,17 @@ impl<'a> Location<'a> {
             url.parse::<sqlx::postgres::PgConnectOptions>().map_err(|e| format!("not a valid Postgres URL: {e}"))?;
             return Ok(Location::Postgres);
         }
+        // Another engine's URL (mysql://, mariadb://, ...) would otherwise be
+        // taken for a file name and fail later as "unable to open database file".
+        if let Some((scheme, _)) = url.split_once("://")
+            && scheme != "sqlite"
+            && !scheme.is_empty()
+            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        {
+            return Err(format!(
+                "{scheme}:// is not a database census can use: give a postgres:// URL, or an SQLite file (a path or sqlite://PATH)"
+            ));
+        }
         let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
         if path.is_empty() {
             return Err("no file name given".into());
@@ -320,6 +331,12 @@ mod tests {
         assert!(Location::parse("sqlite:").unwrap_err().contains("no file name"));
         assert!(Location::parse("a?mode=ro").unwrap_err().contains("'?'"));
         assert!(Location::parse("postgres://u@host:99999999/db").unwrap_err().contains("Postgres URL"));
+        assert!(
+            Location::parse("mysql://u:p@localhost/db")
+                .unwrap_err()
+                .contains("mysql:// is not a database census can use")
+        );
+        assert!(Location::parse("mariadb://localhost/db").unwrap_err().contains("mariadb://"));
     }
 
     proptest! {

@@ -30,6 +30,10 @@ pub struct Credentials {
     /// This client's private key (PEM).
     #[arg(long, env = "CENSUS_TLS_CLIENT_KEY", requires = "tls_client_cert")]
     pub tls_client_key: Option<PathBuf>,
+    /// Send the token over plain http:// to a host that is not this machine
+    /// (a network you trust; otherwise use https://).
+    #[arg(long, env = "CENSUS_ALLOW_PLAINTEXT_TOKEN")]
+    pub allow_plaintext_token: bool,
 }
 
 /// Reads a file the user named, saying which one when it cannot be read.
@@ -56,7 +60,13 @@ impl Credentials {
             }
             _ => None,
         };
-        Ok(ClientConfig { url: coordinator_url(address), token, tls_ca_pem, tls_identity_pem })
+        Ok(ClientConfig {
+            url: coordinator_url(address),
+            token,
+            tls_ca_pem,
+            tls_identity_pem,
+            allow_plaintext_token: self.allow_plaintext_token,
+        })
     }
 }
 
@@ -71,7 +81,11 @@ pub async fn connect(address: &str, credentials: &Credentials) -> anyhow::Result
 
 pub async fn connect_with(config: &ClientConfig) -> anyhow::Result<Client> {
     let channel = census_proto::client::connect(config).await.map_err(|e| {
-        if e.contains("is not a coordinator URL") || e.contains("TLS") || e.contains("--tls-ca") {
+        if e.contains("is not a coordinator URL")
+            || e.contains("TLS")
+            || e.contains("--tls-ca")
+            || e.contains("--allow-plaintext-token")
+        {
             anyhow::Error::from(UsageError(e))
         } else {
             anyhow::anyhow!(e)

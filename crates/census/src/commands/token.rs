@@ -73,16 +73,27 @@ fn parse_role(text: &str) -> Result<Role, String> {
     text.parse().map_err(|_| format!("{text:?} is not a role: worker, operator or reader"))
 }
 
-/// Writes a secret to a new file only its owner can read.
-fn write_secret(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
+/// Creates a new file only its owner can read, refusing one that exists.
+fn new_secret_file(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
+    Ok(std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| UsageError(format!("--output {}: {e}", path.display())))?;
-    writeln!(file, "{secret}")?;
+        .map_err(|e| UsageError(format!("--output {}: {e}", path.display())))?)
+}
+
+/// Removes the empty file made for a token that was never stored.
+fn forget(output: &Option<PathBuf>) {
+    if let Some(path) = output {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Writes a secret to a new file only its owner can read.
+fn write_secret(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
+    writeln!(new_secret_file(path)?, "{secret}")?;
     Ok(())
 }
 
@@ -95,15 +106,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match args.action {
             Action::Create { database, role, name, output } => {
                 census_store::check_identity(&name).map_err(|e| UsageError(format!("--name: {e}")))?;
-                let store = open(&database).await?;
+                // The file is made before the token is stored: a token that
+                // could not be written anywhere must not exist.
+                let file = output.as_deref().map(new_secret_file).transpose()?;
+                let store = match open(&database).await {
+                    Ok(store) => store,
+                    Err(error) => {
+                        forget(&output);
+                        return Err(error.into());
+                    }
+                };
                 let token = generate_token();
-                store.create_token(&name, role, &hash_token(&token)).await?;
-                match output {
-                    Some(path) => {
-                        write_secret(&path, &token)?;
+                if let Err(error) = store.create_token(&name, role, &hash_token(&token)).await {
+                    forget(&output);
+                    return Err(error.into());
+                }
+                match (output, file) {
+                    (Some(path), Some(mut file)) => {
+                        writeln!(file, "{token}")?;
                         println!("token {name:?} ({role}) written to {}", path.display());
                     }
-                    None => {
+                    _ => {
                         eprintln!("token {name:?} ({role}) created; it is shown only this once:");
                         println!("{token}");
                     }
