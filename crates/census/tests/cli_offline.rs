@@ -433,7 +433,13 @@ fn a_database_password_is_never_printed() {
         vec!["status", "--database", url.as_str()],
         vec!["token", "list", "--database", url.as_str()],
     ] {
-        let output = census(&args);
+        // No wait for a server that will never start (the policy itself is
+        // tested in a_database_that_does_not_answer_is_waited_for_as_told).
+        let output = Command::new(env!("CARGO_BIN_EXE_census"))
+            .args(&args)
+            .env("CENSUS_DATABASE_WAIT", "0")
+            .output()
+            .expect("the census binary runs");
         let printed = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         assert!(!output.status.success(), "{args:?}: {printed}");
         assert!(!printed.contains("hunter2"), "{args:?}: {printed}");
@@ -545,5 +551,36 @@ fn token_create_checks_its_output_first_and_mysql_is_refused_by_name() {
     assert!(!stderr.contains("pw@"), "{stderr}");
     for path in [db, existing, fresh] {
         let _ = std::fs::remove_file(path);
+    }
+}
+
+/// `census run` and `census coordinator` wait for a database server by one
+/// policy: retries (each logged) while CENSUS_DATABASE_WAIT seconds have not
+/// passed, then the error; a wait that is not a number is refused by name.
+#[test]
+fn a_database_that_does_not_answer_is_waited_for_as_told() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://census:pw@127.0.0.1:{port}/census");
+    let with_wait = |command: &[&str], wait: &str| {
+        Command::new(env!("CARGO_BIN_EXE_census"))
+            .args(command)
+            .env("CENSUS_DATABASE_WAIT", wait)
+            .output()
+            .expect("the census binary runs")
+    };
+    // One attempt gives up after the pool's 5 s: 12 s leave room for a retry.
+    let waited = with_wait(&["run", "--database", url.as_str()], "12");
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert!(!waited.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot open the database yet; retrying in 2 s"), "run retries: {stderr}");
+    assert!(!stderr.contains(":pw@"), "{stderr}");
+    // The coordinator opens its database through the same function.
+    for command in [&["run", "--database", url.as_str()][..], &["coordinator", "--database-url", url.as_str()][..]] {
+        let at_once = with_wait(command, "0");
+        let stderr = String::from_utf8_lossy(&at_once.stderr);
+        assert!(!at_once.status.success());
+        assert!(!stderr.contains("retrying"), "{command:?} with no wait: {stderr}");
+        let bad = with_wait(command, "soon");
+        assert!(String::from_utf8_lossy(&bad.stderr).contains("CENSUS_DATABASE_WAIT=\"soon\" is not a number"));
     }
 }

@@ -181,21 +181,8 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             parse_token(text.trim()).map_err(|e| UsageError(format!("--token-file {}: {e}", file.path.display())))?;
         token_hashes.push((file, hash_token(token)));
     }
-    // A database server may still be starting (docker compose, Kubernetes):
-    // retry for a minute. An SQLite file does not start; its errors are final.
-    let server = args.database_url.starts_with("postgres");
-    let mut attempt = 0;
-    let store = loop {
-        match census_store::connect(&args.database_url, config.clone()).await {
-            Ok(store) => break store,
-            Err(error) if server && error.is_retryable() && attempt < 30 => {
-                attempt += 1;
-                tracing::warn!(%error, "cannot open the database yet; retrying in 2 s");
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-            Err(error) => return Err(error.into()),
-        }
-    };
+    // A database server may still be starting (docker compose, Kubernetes).
+    let store = super::open_store(&args.database_url, config.clone()).await?;
     tracing::info!("database ready, migrations applied");
     for (file, hash) in &token_hashes {
         store.import_token(&file.name, file.role, hash).await?;

@@ -70,6 +70,40 @@ pub fn parse_counter(text: &str) -> Result<census_math::CounterKind, census_math
     text.parse()
 }
 
+/// How long `census run` and `census coordinator` wait for a database server
+/// that does not answer yet (it may still be starting, as under docker
+/// compose or Kubernetes), unless `CENSUS_DATABASE_WAIT` gives other seconds.
+pub const DATABASE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Opens the store at `url`, retrying a Postgres server that cannot be
+/// reached yet until [`DATABASE_WAIT`] (or `CENSUS_DATABASE_WAIT` seconds)
+/// has passed since the first try; an SQLite file's errors, and any error a
+/// retry cannot help, are final at once. The one policy of every role.
+pub async fn open_store(
+    url: &str,
+    config: census_store::StoreConfig,
+) -> Result<std::sync::Arc<dyn census_store::JobStore>, census_store::StoreError> {
+    let wait = match std::env::var("CENSUS_DATABASE_WAIT") {
+        Ok(seconds) => seconds.trim().parse().map(std::time::Duration::from_secs).map_err(|_| {
+            census_store::StoreError::Invalid(format!("CENSUS_DATABASE_WAIT={seconds:?} is not a number of seconds"))
+        })?,
+        Err(_) => DATABASE_WAIT,
+    };
+    let server = url.starts_with("postgres");
+    let started = std::time::Instant::now();
+    loop {
+        match census_store::connect(url, config.clone()).await {
+            Err(error) if server && error.is_retryable() && started.elapsed() + RETRY_PAUSE < wait => {
+                tracing::warn!(%error, "cannot open the database yet; retrying in 2 s");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            opened => return opened,
+        }
+    }
+}
+
+const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The most threads (or workers) one process starts: far more than any
 /// machine has cores, and far fewer than would exhaust the process.
 pub const MAX_THREADS: usize = 1024;

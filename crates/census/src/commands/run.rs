@@ -74,7 +74,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     // them fails for good (with one worker a quorum of two identities would
     // never come, and the run would wait forever instead of saying why).
     let store_config = StoreConfig { fail_quorum: 1, ..StoreConfig::default() };
-    let store = census_store::connect(&args.database, store_config).await?;
+    let store = super::open_store(&args.database, store_config).await?;
     // Credentials that live only in this process: the coordinator serves a
     // loopback port, and nothing else can present them.
     let operator_token = generate_token();
