@@ -197,7 +197,7 @@ pub async fn authorize(
     }
     if record.role == Role::Worker && record.quarantined {
         return Err(Status::permission_denied(format!(
-            "{:?} is quarantined after rejected results; an operator lifts it with `census token release {}`",
+            "{:?} is quarantined (too many rejected results or failed jobs); an operator lifts it with `census token release {}`",
             record.name, record.name
         )));
     }

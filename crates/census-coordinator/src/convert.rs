@@ -30,7 +30,7 @@ pub fn status_of(error: StoreError) -> Status {
         }
         StoreError::TotalMismatch { .. } | StoreError::Fold(_) => Status::data_loss(message),
         StoreError::Connect { .. } | StoreError::Unavailable(_) => Status::unavailable(message),
-        StoreError::Database(_) | StoreError::Internal(_) => Status::internal(message),
+        StoreError::Database(_) | StoreError::Internal(_) | StoreError::BadLocation { .. } => Status::internal(message),
     }
 }
 

@@ -288,6 +288,10 @@ pub enum StoreError {
     TotalMismatch { stored: String, computed: String },
     #[error("the database {url} cannot be opened: {reason}")]
     Connect { url: String, reason: String },
+    /// The location itself is wrong (not a URL or file census can use, a
+    /// file that is no SQLite database): bad input, never worth a retry.
+    #[error("the database {url} cannot be used: {reason}")]
+    BadLocation { url: String, reason: String },
     #[error("the database is unavailable")]
     Unavailable(#[source] sqlx::Error),
     #[error("database error")]

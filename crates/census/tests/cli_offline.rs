@@ -107,7 +107,7 @@ fn a_file_that_is_not_a_census_database_is_refused_at_once() {
     std::fs::write(&not_sqlite, "this is a text file, not a database\n".repeat(100)).unwrap();
     let output = census(&["run", "--database", not_sqlite.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(output.status.code(), Some(2), "bad input exits 2: {stderr}");
     assert!(stderr.contains("is not an SQLite database"), "{stderr}");
 
     // An SQLite file cut short.
@@ -119,7 +119,7 @@ fn a_file_that_is_not_a_census_database_is_refused_at_once() {
     std::fs::write(&truncated, &bytes[..bytes.len() - 1000]).unwrap();
     let output = census(&["run", "--database", truncated.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(output.status.code(), Some(2), "a file that cannot be used is bad input: {stderr}");
     assert!(stderr.contains("damaged"), "{stderr}");
     for path in [not_sqlite, whole, truncated] {
         let _ = std::fs::remove_file(path);
@@ -545,7 +545,7 @@ fn token_create_checks_its_output_first_and_mysql_is_refused_by_name() {
     assert_eq!(names, 1, "w1 stored once: {}", String::from_utf8_lossy(&listed.stdout));
 
     let mysql = census(&["token", "list", "--database", "mysql://census:pw@127.0.0.1/census"]);
-    assert!(!mysql.status.success());
+    assert_eq!(mysql.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&mysql.stderr);
     assert!(stderr.contains("mysql:// is not a database census can use"), "{stderr}");
     assert!(!stderr.contains("pw@"), "{stderr}");

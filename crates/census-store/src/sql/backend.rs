@@ -230,8 +230,9 @@ impl SqlStore {
             url: shown.clone(),
             reason: error.to_string().replace(url, &shown),
         };
+        let bad_location = |reason: String| StoreError::BadLocation { url: shown.clone(), reason };
 
-        let (backend, pool) = match Location::parse(url).map_err(|e| failed(&e))? {
+        let (backend, pool) = match Location::parse(url).map_err(bad_location)? {
             Location::Postgres => {
                 let pool = AnyPoolOptions::new()
                     .max_connections(16)
@@ -244,7 +245,7 @@ impl SqlStore {
                 (Backend::Postgres, pool)
             }
             Location::Sqlite(path) => {
-                check_sqlite_file(path).map_err(|e| failed(&e))?;
+                check_sqlite_file(path).map_err(bad_location)?;
                 {
                     // One direct connection first: a damaged file fails here at
                     // once with SQLite's own message.

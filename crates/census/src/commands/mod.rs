@@ -143,9 +143,10 @@ pub fn clap_error(error: clap::Error) -> ExitCode {
 
 /// Bad input exits 2; anything else that went wrong exits 1.
 pub fn exit_code_for(error: &anyhow::Error) -> ExitCode {
-    if error.chain().any(|cause| cause.is::<UsageError>() || cause.is::<census_math::BandError>()) {
-        ExitCode::from(2)
-    } else {
-        ExitCode::FAILURE
-    }
+    let bad_input = |cause: &(dyn std::error::Error + 'static)| {
+        cause.is::<UsageError>()
+            || cause.is::<census_math::BandError>()
+            || matches!(cause.downcast_ref(), Some(census_store::StoreError::BadLocation { .. }))
+    };
+    if error.chain().any(bad_input) { ExitCode::from(2) } else { ExitCode::FAILURE }
 }
