@@ -506,34 +506,26 @@ fn token_create_checks_its_output_first_and_mysql_is_refused_by_name() {
     let existing = temp_path("existing-token");
     std::fs::write(&existing, "keep me\n").unwrap();
     let db_text = db.to_str().unwrap();
-    let refused = census(&[
-        "token",
-        "create",
-        "--role",
-        "worker",
-        "--name",
-        "w1",
-        "--database",
-        db_text,
-        "--output",
-        existing.to_str().unwrap(),
-    ]);
+    let create_into = |output: &std::path::Path| {
+        census(&[
+            "token",
+            "create",
+            "--role",
+            "worker",
+            "--name",
+            "w1",
+            "--database",
+            db_text,
+            "--output",
+            output.to_str().unwrap(),
+        ])
+    };
+    let refused = create_into(&existing);
     assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--output"));
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me\n");
     let fresh = temp_path("fresh-token");
-    let made = census(&[
-        "token",
-        "create",
-        "--role",
-        "worker",
-        "--name",
-        "w1",
-        "--database",
-        db_text,
-        "--output",
-        fresh.to_str().unwrap(),
-    ]);
+    let made = create_into(&fresh);
     assert!(
         made.status.success(),
         "w1 was never stored, so it can be made now: {}",
