@@ -576,3 +576,33 @@ fn a_database_that_does_not_answer_is_waited_for_as_told() {
         assert!(String::from_utf8_lossy(&bad.stderr).contains("CENSUS_DATABASE_WAIT=\"soon\" is not a number"));
     }
 }
+
+/// The README's command table is one table (no paragraph breaks it, so it
+/// renders as a table), and it has a row for every subcommand.
+#[test]
+fn the_readme_command_table_is_one_table_with_every_command() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let rows: Vec<&str> = readme
+        .lines()
+        .skip_while(|line| *line != "| command | what it does |")
+        .take_while(|line| line.starts_with('|'))
+        .collect();
+    assert!(rows.len() > 2, "the README has a '| command | what it does |' table");
+    assert_eq!(rows[1], "| --- | --- |");
+    for row in &rows[2..] {
+        assert!(row.ends_with(" |") && row.starts_with("| `census "), "not a command row: {row}");
+    }
+    let help = String::from_utf8_lossy(&census(&["--help"]).stdout).into_owned();
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|line| !line.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.len() >= 15, "{help}");
+    let missing: Vec<&&str> =
+        commands.iter().filter(|name| !rows.iter().any(|row| row.contains(&format!("`census {name} ")))).collect();
+    assert!(missing.is_empty(), "no row in the README's command table for {missing:?}");
+}

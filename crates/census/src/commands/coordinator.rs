@@ -33,7 +33,7 @@ pub struct Args {
     /// The counter of the run created with --stage (see `census run --help`).
     #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
-    /// Distinct worker identities (tokens) that must agree on each job of the run created with --stage, 1 to 5.
+    /// Distinct worker identities (tokens) that must agree on each job of the run created with --stage or --census, 1 to 5.
     #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
     redundancy: u32,
     /// Seconds a lease lasts without a heartbeat, 1 to 3600.

@@ -33,7 +33,7 @@ enum Action {
         #[arg(long)]
         output: Option<PathBuf>,
     },
-    /// List every token: name, role, created, revoked, rejected results, quarantine.
+    /// List every token: name, role, rejected results, revoked, quarantined.
     List {
         #[command(flatten)]
         database: Database,
