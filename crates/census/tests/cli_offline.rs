@@ -319,6 +319,12 @@ fn census_database_url_names_the_database_everywhere() {
     };
     let run = with_env(&["run", "--workers", "1", "--quiet"]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    // --quiet: the result alone, no header, serving line or timing.
+    let printed = String::from_utf8_lossy(&run.stdout);
+    assert!(printed.contains("N0 = 9! x 72^2 x S = 6,670,903,752,021,072,936,960"), "{printed}");
+    for noise in ["census: sudoku", "serving on", "elapsed:"] {
+        assert!(!printed.contains(noise), "--quiet printed {noise:?}: {printed}");
+    }
     assert!(file.exists() && !dir.join("census.db").exists(), "run used CENSUS_DATABASE_URL");
     let status = with_env(&["status"]);
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));

@@ -41,7 +41,8 @@ pub struct Args {
     /// 2^63) on an SQLite file anyway; its sums would then be refused by name.
     #[arg(long)]
     allow_sqlite: bool,
-    /// No progress display: only the result.
+    /// Print only the result: no header, no serving line, no progress (the
+    /// status page's address still, when --http-listen asks for one).
     #[arg(long, short)]
     quiet: bool,
     /// Log format (logs go to stderr; RUST_LOG=info shows more).
@@ -97,14 +98,19 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     };
     let coordinator = Coordinator::new(store, config);
     let run = coordinator.create_run(census, 1).await?;
-    println!(
+    let say = |line: String| {
+        if !args.quiet {
+            println!("{line}");
+        }
+    };
+    say(format!(
         "census: {} ({} classes), {} jobs in {}{}",
         run.spec.census,
         run.classes,
         run.jobs_total,
         census_store::redact_url(&args.database),
         if run.jobs_done > 0 { format!(", resuming at {} done", run.jobs_done) } else { String::new() }
-    );
+    ));
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = format!("http://{}", listener.local_addr()?);
@@ -112,7 +118,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let server = tokio::spawn(coordinator.clone().serve(listener, async move {
         let _ = server_stopped.await;
     }));
-    println!("serving on {address} (progress from elsewhere: census status --coordinator {address})");
+    say(format!("serving on {address} (progress from elsewhere: census status --coordinator {address})"));
     let mut status_page = None;
     if let Some(http) = args.http_listen {
         let listener = tokio::net::TcpListener::bind(http)
@@ -198,10 +204,10 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(130));
     }
     if run.is_final {
-        println!("this run was already finished; the stored answer:");
+        say("this run was already finished; the stored answer:".into());
     }
     print_result(&result);
-    println!("elapsed: {:.3} s", started.elapsed().as_secs_f64());
+    say(format!("elapsed: {:.3} s", started.elapsed().as_secs_f64()));
     Ok(if result.r#final { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
