@@ -32,9 +32,9 @@ fn positive(field: &str, id: i64) -> Result<i64, Status> {
 }
 
 impl Coordinator {
-    /// A run's answer, folded again by the store, with its terms; for 9x9
-    /// runs also S, N0 (provisional ones too), the factorization and
-    /// Kilfoil's estimate.
+    /// A run's answer, folded again by the store, with its terms; for
+    /// finished 9x9 runs also S, N0, the factorization and Kilfoil's
+    /// estimate (a partial sum is not S: until final only `weighted_sum`).
     ///
     /// A finished run's result is kept by its answer version
     /// ([`census_store::JobStore::answer_version`]): it is folded again only
@@ -82,7 +82,9 @@ impl Coordinator {
             weighted_sum: total.weighted_sum.to_string(),
             ..RunResult::default()
         };
-        if let Ok(Census::Sudoku { .. }) = total.census.parse() {
+        if total.is_final
+            && let Ok(Census::Sudoku { .. }) = total.census.parse()
+        {
             let s = total.weighted_sum;
             let n0 = total.answer.unwrap_or_else(|| n0_from_s(&s));
             let estimate = kilfoil_estimate();
