@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use census_math::shapes::{self, layers};
+use census_math::total::thousands;
 use serde::Serialize;
 
 use super::UsageError;
@@ -82,8 +83,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!(
                 "layer {}: {} states, {} emissions, {:.2} s",
                 row.layer,
-                group(row.states as u128),
-                group(u128::from(row.emissions)),
+                thousands(&row.states),
+                thousands(&row.emissions),
                 row.seconds
             );
         }
@@ -110,19 +111,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(if report.published == Some(false) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// 12324872 -> "12,324,872".
-fn group(n: u128) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,7 +122,5 @@ mod tests {
         for bad in ["3x3", "2x7", "2x1", "2", "2xq", ""] {
             assert!(parse_boxes(bad).is_err(), "{bad}");
         }
-        assert_eq!(group(12_324_872), "12,324,872");
-        assert_eq!(group(772), "772");
     }
 }
