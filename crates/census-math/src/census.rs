@@ -9,9 +9,9 @@
 //! group, or parts of one) and other box shapes: 2 x c (jobs are column-set
 //! classes, or parts of one, counted by two bands) and 4 x 3 (jobs are
 //! the 144,578 gangsters, counted by three bands). The formulas stay in their modules; this one
-//! only gives them a common face. The store, the protocol and the worker are
-//! meant to see nothing but this (issue 9 wires them; today they still run
-//! the 9x9 count directly).
+//! only gives them a common face. The store, the protocol and the worker see
+//! nothing but this: a run is its census's text, parsed here, and every kind
+//! travels the same path from job list to folded answer.
 //!
 //! ```
 //! use census_math::census::Census;
