@@ -82,7 +82,7 @@ pub(crate) fn completion_of(worker: &str, result: &JobResult) -> Result<Completi
         return Err(Status::invalid_argument(format!("job {job}: the counted key is missing")));
     }
     limits::bounded("key", &result.key, census_store::MAX_KEY_LEN)?;
-    limits::bounded("count", &result.count, 40)?;
+    limits::bounded("count", &result.count, limits::MAX_COUNT_DIGITS)?;
     let count: u128 = result.count.parse().map_err(|_| {
         Status::invalid_argument(format!("job {job}: count {:?} is not a whole number below 2^128", result.count))
     })?;

@@ -1,20 +1,10 @@
 //! Bounds on every field a client sends, so that no request can exhaust
-//! the database, the coordinator or the fleet.
+//! the database, the coordinator or the fleet: the protocol's limits
+//! ([`census_proto::limits`]) and the checks that apply them.
 
 use tonic::Status;
 
-/// The most jobs one lease call hands out, and the most results or tokens one call carries.
-pub const MAX_BATCH: u32 = 10_000;
-/// The longest lease token accepted back.
-pub const MAX_TOKEN_LEN: usize = 128;
-/// The longest failure reason stored.
-pub const MAX_REASON_LEN: usize = 1024;
-/// The longest counter version or stage name.
-pub const MAX_NAME_LEN: usize = 64;
-/// The longest time one job may report having taken: 30 days.
-pub const MAX_ELAPSED_SECONDS: f64 = 30.0 * 86_400.0;
-/// The longest a progress stream waits between messages.
-pub const MAX_WATCH_INTERVAL_MS: u32 = 60_000;
+pub use census_proto::limits::*;
 
 /// Refuses text longer than `max` bytes, naming the field.
 pub fn bounded(field: &str, text: &str, max: usize) -> Result<(), Status> {

@@ -2,12 +2,14 @@
 //! at build time by `protox` and `tonic-prost-build` (no system `protoc`).
 //!
 //! This crate is generated code, the descriptor set for server reflection,
-//! and [`client`]: how a client connects and presents its credential. It has
-//! no census logic of its own.
+//! [`client`]: how a client connects and presents its credential, and
+//! [`limits`]: the bounds of the wire contract, which the coordinator enforces
+//! and clients respect. It has no census logic of its own.
 
 #![allow(clippy::all)]
 
 pub mod client;
+pub mod limits;
 
 /// Package `census.v1`.
 pub mod v1 {

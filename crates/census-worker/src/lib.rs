@@ -80,8 +80,11 @@ pub fn default_worker_id() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// The largest batch a worker asks for.
-const MAX_BATCH: u32 = 2048;
+/// The largest batch a worker asks for, below the protocol's limit: a
+/// worker killed mid-batch loses at most this many jobs' work, and one
+/// report stays a few hundred kilobytes.
+const LARGEST_BATCH: u32 = 2048;
+const _: () = assert!(LARGEST_BATCH <= census_proto::limits::MAX_BATCH);
 const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_CAP: Duration = Duration::from_secs(10);
 /// How long a draining worker keeps trying to report the counts in hand.
@@ -93,8 +96,6 @@ pub const CALL_DEADLINE: Duration = Duration::from_secs(20);
 /// A report's deadline: the coordinator counts each result again before it
 /// answers, which takes about as long as counting did; this much on top.
 const REPORT_DEADLINE_BASE: Duration = Duration::from_secs(30);
-/// The longest failure reason the coordinator accepts.
-const MAX_REASON: usize = 1000;
 
 /// `base` plus up to half of it again, at random, so that a fleet that lost
 /// its coordinator does not come back in lockstep.
@@ -254,7 +255,7 @@ impl Worker {
                 // fifth of its time in round trips: BENCHMARKS.md.)
                 let per_job = started.elapsed().as_secs_f64() / jobs as f64;
                 let wanted = self.config.threads as f64 / per_job.max(1e-6);
-                batch = wanted.clamp(self.config.threads as f64, f64::from(MAX_BATCH)) as u32;
+                batch = wanted.clamp(self.config.threads as f64, f64::from(LARGEST_BATCH)) as u32;
             }
             // The coordinator checks results by counting them again, which
             // for slow jobs takes as long as counting did: the report goes
@@ -397,7 +398,7 @@ impl Worker {
             worker_id: self.config.worker_id.clone(),
             job_id: job.job_id,
             token: job.token.clone(),
-            reason: truncate(reason, MAX_REASON),
+            reason: truncate(reason, census_proto::limits::MAX_REASON_LEN),
         };
         if let Err(status) = self.client.fail_job(deadline(request, CALL_DEADLINE)).await {
             tracing::warn!(job = job.job_id, error = %status.message(), "could not report the failure; the lease will expire");
