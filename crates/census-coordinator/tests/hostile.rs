@@ -20,6 +20,11 @@ use tonic::Code;
 
 const N0: &str = "6670903752021072936960";
 
+/// How long a test waits for something that must happen before it calls
+/// it a hang: a detector of hangs only, far above any honest wait on the
+/// slowest machine, never a measure of speed.
+const HANG: Duration = Duration::from_secs(120);
+
 struct Harness {
     coordinator: Arc<Coordinator>,
     url: String,
@@ -111,7 +116,7 @@ async fn complete(client: &mut WorkerServiceClient<AuthChannel>, results: Vec<Jo
 /// Counts every job of `run` that `client` may count, honestly; waits for
 /// leases held elsewhere to expire.
 async fn finish(h: &Harness, client: &mut WorkerServiceClient<AuthChannel>, run: i64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + HANG;
     loop {
         let jobs = lease(client, run, 500).await;
         if jobs.is_empty() {
@@ -257,6 +262,82 @@ async fn a_lying_worker_is_caught_and_quarantined(store: Arc<dyn JobStore>) {
     // The operator lifts the quarantine.
     assert!(h.store.release_quarantine("liar").await.unwrap());
     assert!(lease(&mut evil, run, 1).await.is_empty());
+}
+
+/// Reads the run's result and, if it says final, checks that it is exact:
+/// a final answer never includes a lie. Returns whether it was final.
+async fn final_is_exact(h: &Harness, run: i64, when: &str) -> bool {
+    let result = h.result(run).await;
+    if result.r#final {
+        assert_eq!(result.n0, N0, "{when}: a final answer that includes an unchecked lie");
+    }
+    result.r#final
+}
+
+/// Issue 26, item 1: with `--validate-fraction 0.5`, a token that lies on
+/// every job it reports, beside an honest one. Some of its lies are
+/// accepted unchecked before it is caught; once it is, every result it gave
+/// is counted again by the honest worker, and no answer that includes a lie
+/// is ever reported final. The checks drawn are the same on every run (a
+/// seeded sampler), so the test replays one history: it does not depend on
+/// timing, and the workers are driven by hand, one call at a time.
+async fn a_liar_under_sampled_checks_never_makes_a_final_answer_wrong(store: Arc<dyn JobStore>) {
+    let config =
+        CoordinatorConfig { validate_fraction: 0.5, validation_seed: Some(3), ..CoordinatorConfig::default() };
+    let h = Harness::start(store, config).await;
+    let run = h.create_run(1).await;
+    let mut evil = h.worker(&h.token("liar", Role::Worker).await);
+    let mut honest = h.worker(&h.token("honest", Role::Worker).await);
+    let (mut accepted_lies, mut caught_lies) = (0, 0);
+    let refused = loop {
+        // The liar reports one job, a wrong count (one too many: a lie that
+        // stays in the answer makes N0 larger, so an exact N0 has none).
+        let jobs = match evil.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: run }).await
+        {
+            Ok(response) => response.into_inner().jobs,
+            Err(status) => break status,
+        };
+        assert_eq!(jobs.len(), 1, "the liar finds work until it is stopped");
+        let outcome = complete(&mut evil, vec![report(&jobs[0], true_count(&jobs[0]) + 1)]).await.remove(0);
+        match Outcome::try_from(outcome.status) {
+            Ok(Outcome::Recorded) => accepted_lies += 1,
+            Ok(Outcome::Rejected) => caught_lies += 1,
+            _ => panic!("a lie is recorded unchecked or rejected: {outcome:?}"),
+        }
+        assert!(!final_is_exact(&h, run, "after a lie").await, "the run cannot be finished yet");
+        // The honest worker reports a few jobs meanwhile.
+        let jobs = lease(&mut honest, run, 5).await;
+        for outcome in complete(&mut honest, jobs.iter().map(|j| report(j, true_count(j))).collect()).await {
+            assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+        }
+        final_is_exact(&h, run, "after honest results").await;
+        assert!(accepted_lies + caught_lies < 200, "the liar was never caught");
+    };
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    assert!(refused.message().contains("quarantined"), "{refused:?}");
+    assert_eq!(caught_lies, 3, "quarantined at its third rejected result");
+    // With seed 3 (rand 0.9's StdRng) ten lies pass unchecked before the
+    // third is caught: more than the four of the probe in the issue.
+    assert!(accepted_lies >= 4, "{accepted_lies} lies accepted unchecked: the quarantine must reach back for them");
+    assert_eq!(h.progress(run).await.quarantined, vec!["liar".to_string()]);
+
+    // The honest worker counts what is left, the liar's accepted jobs
+    // included; every answer read on the way that says final is exact.
+    loop {
+        let jobs = lease(&mut honest, run, 50).await;
+        if jobs.is_empty() {
+            break;
+        }
+        for outcome in complete(&mut honest, jobs.iter().map(|j| report(j, true_count(j))).collect()).await {
+            assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+        }
+        final_is_exact(&h, run, "while the liar's jobs are counted again").await;
+    }
+    assert!(final_is_exact(&h, run, "at the end").await, "the run ends final");
+    let result = h.result(run).await;
+    assert_eq!(result.n0, N0);
+    let progress = h.progress(run).await;
+    assert_eq!((progress.done, progress.jobs_total, progress.rejected), (440, 440, 3), "{progress:?}");
 }
 
 /// Without the independent check, redundancy is the defence: the votes of
@@ -872,6 +953,7 @@ on_both_backends!(
     public_read_opens_reads_only,
     a_final_answer_cannot_be_changed,
     a_lying_worker_is_caught_and_quarantined,
+    a_liar_under_sampled_checks_never_makes_a_final_answer_wrong,
     redundancy_counts_distinct_identities,
     only_the_coordinators_own_workers_skip_the_same_counter,
     old_tokens_are_fenced,
@@ -914,15 +996,19 @@ async fn a_database_outage_is_visible_and_fast() {
     })
     .await
     .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + HANG;
     while status(&mut health).await != ServingStatus::NotServing as i32 {
-        assert!(std::time::Instant::now() < deadline, "health still SERVING 20 s into the outage");
+        assert!(std::time::Instant::now() < deadline, "health never left SERVING during the outage (hang detector)");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let started = std::time::Instant::now();
-    let down = h.census(Some(&h.reader)).get_progress(GetProgressRequest { run_id: run }).await.unwrap_err();
+    // The call ends with UNAVAILABLE (retryable) instead of waiting for the
+    // database; the 120 s bound only detects a hang, it measures no speed.
+    let mut reader = h.census(Some(&h.reader));
+    let down = tokio::time::timeout(HANG, reader.get_progress(GetProgressRequest { run_id: run }))
+        .await
+        .expect("a read during the outage hung instead of failing")
+        .unwrap_err();
     assert_eq!(down.code(), Code::Unavailable, "{down:?}");
-    assert!(started.elapsed() < Duration::from_secs(15), "failed fast: {:?}", started.elapsed());
 
     let _server = tokio::task::spawn_blocking(move || {
         server.restart();
@@ -930,7 +1016,7 @@ async fn a_database_outage_is_visible_and_fast() {
     })
     .await
     .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + HANG;
     while status(&mut health).await != ServingStatus::Serving as i32 {
         if std::time::Instant::now() > deadline {
             let ping = h.store.ping().await;
