@@ -787,3 +787,58 @@ fn cancel_priority_and_resume_work_for_every_kind() {
     }
     assert_eq!(cluster.sql("SELECT COUNT(*) FROM runs"), "3");
 }
+
+/// Readers that hang up while the coordinator writes to them (a status
+/// poller closing its connection before the answer, like workers that exit
+/// once told `idle`) are an error of their connection, never the end of the
+/// process: it died of SIGPIPE (exit 141, not a word in its log) right
+/// after a run finished (issue 26).
+#[test]
+fn peers_that_hang_up_do_not_end_the_coordinator() {
+    use std::io::{Read, Write};
+    use std::os::unix::process::ExitStatusExt;
+    let database = temp_db("hang-up");
+    let log = std::env::temp_dir().join(format!("census-e2e-{}-hang-up.log", std::process::id()));
+    let http = format!("127.0.0.1:{}", free_port());
+    let mut coordinator = census()
+        .args(["coordinator", "--database", &database, "--stage", "44", "--public-read"])
+        .args(["--listen", &format!("127.0.0.1:{}", free_port()), "--http-listen", &http])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let get_status = || -> Option<String> {
+        let mut stream = std::net::TcpStream::connect(&http).ok()?;
+        stream.write_all(b"GET /api/status HTTP/1.1\r\nHost: census\r\nConnection: close\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        Some(response)
+    };
+    // The 120 s bound only detects a coordinator that never starts.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while get_status().is_none() {
+        assert!(coordinator.try_wait().unwrap().is_none(), "{}", std::fs::read_to_string(&log).unwrap());
+        assert!(Instant::now() < deadline, "the status page never answered (hang detector)");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Each asks for the status twenty times in one go and hangs up without
+    // reading: the coordinator's next writes meet a closed connection.
+    for _ in 0..500 {
+        // Refused: the coordinator is gone (said below, with its exit status).
+        let Ok(mut stream) = std::net::TcpStream::connect(&http) else { break };
+        let _ = stream.write_all(&b"GET /api/status HTTP/1.1\r\nHost: census\r\n\r\n".repeat(20));
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+    }
+    let answer = get_status();
+    let status = coordinator.try_wait().unwrap();
+    let _ = coordinator.kill();
+    let _ = coordinator.wait();
+    let printed = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        status.is_none(),
+        "the coordinator ended: {status:?} (signal {:?}): {printed}",
+        status.and_then(|s| s.signal())
+    );
+    let answer = answer.expect("the status page answers after the hang-ups");
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("\"jobs_total\":440"), "{answer}");
+}
