@@ -282,8 +282,7 @@ async fn final_is_exact(h: &Harness, run: i64, when: &str) -> bool {
 /// seeded sampler), so the test replays one history: it does not depend on
 /// timing, and the workers are driven by hand, one call at a time.
 async fn a_liar_under_sampled_checks_never_makes_a_final_answer_wrong(store: Arc<dyn JobStore>) {
-    let config =
-        CoordinatorConfig { validate_fraction: 0.5, validation_seed: Some(3), ..CoordinatorConfig::default() };
+    let config = CoordinatorConfig { validate_fraction: 0.5, validation_seed: Some(3), ..CoordinatorConfig::default() };
     let h = Harness::start(store, config).await;
     let run = h.create_run(1).await;
     let mut evil = h.worker(&h.token("liar", Role::Worker).await);

@@ -842,3 +842,43 @@ fn peers_that_hang_up_do_not_end_the_coordinator() {
     let answer = answer.expect("the status page answers after the hang-ups");
     assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("\"jobs_total\":440"), "{answer}");
 }
+
+/// `http://` to a port that answers with TLS: the client says so once,
+/// names the fix, and exits non-zero, instead of a broken pipe at the
+/// first call and retries (issue 26). The server here answers every
+/// connection as rustls answers a plaintext client: a fatal TLS alert
+/// (the real coordinator's case is in census-coordinator's tests/tls.rs).
+#[test]
+fn a_client_pointed_at_a_tls_port_with_http_names_the_fix() {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut preface = [0u8; 24];
+            let _ = stream.read_exact(&mut preface);
+            // A TLS 1.2 record: alert, fatal, decode_error.
+            let _ = stream.write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32]);
+        }
+    });
+    let token = std::env::temp_dir().join(format!("census-e2e-{}-tls-port.token", std::process::id()));
+    std::fs::write(&token, "census_0123456789abcdef").unwrap();
+    let url = format!("http://{address}");
+    let token = token.display().to_string();
+    let fix = format!("the coordinator at {address} answered with TLS: use https://{address}");
+    let status = census().args(["status", "--coordinator", &url, "--token-file", &token]).output().unwrap();
+    assert_eq!(status.status.code(), Some(2), "{}", text(&status));
+    assert!(text(&status).contains(&fix), "{}", text(&status));
+    let mut worker = census()
+        .args(["worker", "--coordinator", &url, "--token-file", &token, "--exit-when-done"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The 120 s bound only detects a worker that retries forever.
+    let exit = wait_with_timeout(&mut worker, Duration::from_secs(120));
+    let printed = text(&worker.wait_with_output().unwrap());
+    assert!(!exit.success(), "{printed}");
+    assert!(printed.contains(&fix), "{printed}");
+}
