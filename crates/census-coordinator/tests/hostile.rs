@@ -27,6 +27,9 @@ const HANG: Duration = Duration::from_secs(120);
 
 struct Harness {
     coordinator: Arc<Coordinator>,
+    /// The serving task: it ends only if `serve` returns, which nothing a
+    /// client or the database does may cause.
+    served: tokio::task::JoinHandle<Result<(), Box<dyn std::error::Error + Send + Sync>>>,
     url: String,
     store: Arc<dyn JobStore>,
     operator: String,
@@ -38,8 +41,8 @@ impl Harness {
         let coordinator = Coordinator::new(store.clone(), config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
-        let mut harness = Harness { coordinator, url, store, operator: String::new(), reader: String::new() };
+        let served = tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
+        let mut harness = Harness { coordinator, served, url, store, operator: String::new(), reader: String::new() };
         harness.operator = harness.token("ops", Role::Operator).await;
         harness.reader = harness.token("auditor", Role::Reader).await;
         harness
@@ -965,10 +968,10 @@ on_both_backends!(
     one_token_failing_every_job_cannot_stall_a_run,
 );
 
-/// While Postgres is down, health says NOT_SERVING and calls fail fast with
+/// While Postgres is down, health says NOT_SERVING and calls fail with
 /// UNAVAILABLE (retryable), instead of hanging; when it is back, all is well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_outage_is_visible_and_fast() {
+async fn a_database_outage_is_visible_and_calls_are_refused() {
     let mut server = tokio::task::spawn_blocking(|| census_testpg::OwnServer::start("outage")).await.unwrap();
     let url = server.url().to_string();
     let store = census_store::connect(&url, config()).await.unwrap();
@@ -1025,4 +1028,92 @@ async fn a_database_outage_is_visible_and_fast() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(h.progress(run).await.jobs_total, 440);
+}
+
+/// Waits until the coordinator's health is `wanted` (the bound detects a hang only).
+async fn wait_for_health(h: &Harness, wanted: tonic_health::pb::health_check_response::ServingStatus) {
+    let mut health = tonic_health::pb::health_client::HealthClient::new(h.channel(None));
+    let deadline = std::time::Instant::now() + HANG;
+    loop {
+        let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
+        if health.check(request).await.unwrap().into_inner().status == wanted as i32 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "health never became {wanted:?} (hang detector)");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Postgres stops right at the finish, twice: before the last result, and
+/// just after the run became final (issue 26: a coordinator died right
+/// after "run finished"). The report and the reads meanwhile fail
+/// UNAVAILABLE, which a client retries; the coordinator keeps serving
+/// throughout (its `serve` never returns); once Postgres is back the same
+/// report is recorded, and the answer is final and exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_at_the_finish_loses_nothing() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let server = tokio::task::spawn_blocking(|| census_testpg::OwnServer::start("finish")).await.unwrap();
+    let url = server.url().to_string();
+    // Leases outlive the outages: the last one is reported after the restart.
+    let store = census_store::connect(&url, StoreConfig::default()).await.unwrap();
+    let config = CoordinatorConfig { lease_ttl: Duration::from_secs(3000), ..CoordinatorConfig::default() };
+    let h = Harness::start(store, config).await;
+    let run = h.create_run(1).await;
+    let mut worker = h.worker(&h.token("w", Role::Worker).await);
+    let mut jobs = lease(&mut worker, run, 500).await;
+    assert_eq!(jobs.len(), 440);
+    let last = jobs.pop().unwrap();
+    for outcome in complete(&mut worker, jobs.iter().map(|j| report(j, true_count(j))).collect()).await {
+        assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+    }
+    let outage = |mut server: census_testpg::OwnServer, restart: bool| async move {
+        tokio::task::spawn_blocking(move || {
+            if restart {
+                server.restart()
+            } else {
+                server.crash()
+            }
+            server
+        })
+        .await
+        .unwrap()
+    };
+
+    let server = outage(server, false).await;
+    let last_report = CompleteJobsRequest { worker_id: String::new(), results: vec![report(&last, true_count(&last))] };
+    let refused = tokio::time::timeout(HANG, worker.complete_jobs(last_report.clone()))
+        .await
+        .expect("the report hung instead of failing")
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    let read = h.census(Some(&h.reader)).get_result(GetResultRequest { run_id: run }).await.unwrap_err();
+    assert_eq!(read.code(), Code::Unavailable, "{read:?}");
+    wait_for_health(&h, ServingStatus::NotServing).await;
+    assert!(!h.served.is_finished(), "the coordinator kept serving through the outage");
+
+    let server = outage(server, true).await;
+    wait_for_health(&h, ServingStatus::Serving).await;
+    let outcomes = worker.complete_jobs(last_report).await.unwrap().into_inner().outcomes;
+    assert_eq!(outcomes[0].status, Outcome::Recorded as i32, "the retried report is recorded: {outcomes:?}");
+    let result = h.result(run).await;
+    assert!(result.r#final);
+    assert_eq!(result.n0, N0);
+
+    // Right after the finish, the database goes away again while readers ask.
+    let server = outage(server, false).await;
+    let read = h.census(Some(&h.reader)).get_result(GetResultRequest { run_id: run }).await.unwrap_err();
+    assert_eq!(read.code(), Code::Unavailable, "{read:?}");
+    let idle = worker.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await;
+    assert_eq!(idle.unwrap_err().code(), Code::Unavailable);
+    wait_for_health(&h, ServingStatus::NotServing).await;
+    assert!(!h.served.is_finished(), "the coordinator kept serving through the second outage");
+    let _server = outage(server, true).await;
+    wait_for_health(&h, ServingStatus::Serving).await;
+    let result = h.result(run).await;
+    assert!(result.r#final);
+    assert_eq!(result.n0, N0);
+    let nothing = worker.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await;
+    assert!(nothing.unwrap().into_inner().idle, "nothing is left");
+    assert!(!h.served.is_finished());
 }
