@@ -235,8 +235,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         (None, None) => None,
     };
     if let Some(census) = census {
-        let run =
-            until_available("creating the run", || coordinator.create_run(census.clone(), args.redundancy)).await?;
+        let run = until_available("creating the run", || coordinator.create_run(census, args.redundancy)).await?;
         tracing::info!(run = run.run_id, census = %run.spec.census, jobs = run.jobs_total, done = run.jobs_done, "run ready");
     }
     let listener = tokio::net::TcpListener::bind(args.listen)
