@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex};
 
 use census_math::census::{Census, JobCounter};
 use census_store::Completion;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use tokio::sync::Semaphore;
 use tonic::Status;
 
@@ -63,10 +65,17 @@ pub(crate) struct Checking {
     cancel: Arc<AtomicBool>,
     stopping: tokio::sync::watch::Sender<bool>,
     recounted: AtomicU64,
+    /// Draws which results are checked when only a share is
+    /// ([`crate::CoordinatorConfig::validation_seed`]).
+    sampler: Mutex<StdRng>,
 }
 
 impl Checking {
-    pub(crate) fn new(limits: CheckingLimits) -> Checking {
+    pub(crate) fn new(limits: CheckingLimits, seed: Option<u64>) -> Checking {
+        let sampler = match seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_os_rng(),
+        };
         Checking {
             checkers: Mutex::default(),
             all: Arc::new(Semaphore::new(limits.threads.max(1))),
@@ -75,7 +84,14 @@ impl Checking {
             cancel: Arc::new(AtomicBool::new(false)),
             stopping: tokio::sync::watch::Sender::new(false),
             recounted: AtomicU64::new(0),
+            sampler: Mutex::new(sampler),
         }
+    }
+
+    /// Whether the next result is checked, with probability `fraction`:
+    /// one draw a result, in the order the results arrive.
+    fn sampled(&self, fraction: f64) -> bool {
+        fraction >= 1.0 || self.sampler.lock().expect("never poisoned").random::<f64>() < fraction
     }
 
     /// Stops checking: waiting requests end, no recount starts.
@@ -141,7 +157,7 @@ impl Coordinator {
         let count = completions.len();
         for (position, mut completion) in completions.into_iter().enumerate() {
             let census = censuses.get(&completion.job_id).cloned();
-            let sampled = fraction >= 1.0 || rand::random::<f64>() < fraction;
+            let sampled = self.checking.sampled(fraction);
             let (coordinator, identity) = (self.clone(), identity.clone());
             tasks.spawn(async move {
                 let Some(census) = census.filter(|_| sampled) else { return (position, completion) };

@@ -54,6 +54,12 @@ pub struct CoordinatorConfig {
     pub auth: AuthConfig,
     /// The share of results checked by an independent count, 0 to 1.
     pub validate_fraction: f64,
+    /// Seeds the draws that pick which results are checked when
+    /// `validate_fraction` is below 1, so that a test can replay the same
+    /// choices. `None` (the default, and what the command line uses) seeds
+    /// from the operating system: a worker cannot predict which of its
+    /// results will be checked.
+    pub validation_seed: Option<u64>,
     /// Results of this process's own workers (tokens in [`AuthConfig::local`],
     /// as `census run` makes them) are recounted only where the check is
     /// another counter ([`Census::has_independent_check`]): the same counter
@@ -80,6 +86,7 @@ impl Default for CoordinatorConfig {
             lease_ttl: Duration::from_secs(30),
             auth: AuthConfig::default(),
             validate_fraction: 1.0,
+            validation_seed: None,
             trust_local_workers: false,
             checking: CheckingLimits::default(),
             concurrent_reads: 4,
@@ -115,7 +122,7 @@ const FINISHED_RUNS_KEPT: usize = 64;
 
 impl Coordinator {
     pub fn new(store: Arc<dyn JobStore>, config: CoordinatorConfig) -> Arc<Coordinator> {
-        let checking = checking::Checking::new(config.checking);
+        let checking = checking::Checking::new(config.checking, config.validation_seed);
         let reads = Arc::new(tokio::sync::Semaphore::new(config.concurrent_reads.max(1)));
         Arc::new(Coordinator {
             store,

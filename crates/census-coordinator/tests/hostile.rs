@@ -20,8 +20,16 @@ use tonic::Code;
 
 const N0: &str = "6670903752021072936960";
 
+/// How long a test waits for something that must happen before it calls
+/// it a hang: a detector of hangs only, far above any honest wait on the
+/// slowest machine, never a measure of speed.
+const HANG: Duration = Duration::from_secs(120);
+
 struct Harness {
     coordinator: Arc<Coordinator>,
+    /// The serving task: it ends only if `serve` returns, which nothing a
+    /// client or the database does may cause.
+    served: tokio::task::JoinHandle<Result<(), Box<dyn std::error::Error + Send + Sync>>>,
     url: String,
     store: Arc<dyn JobStore>,
     operator: String,
@@ -33,8 +41,8 @@ impl Harness {
         let coordinator = Coordinator::new(store.clone(), config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
-        let mut harness = Harness { coordinator, url, store, operator: String::new(), reader: String::new() };
+        let served = tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
+        let mut harness = Harness { coordinator, served, url, store, operator: String::new(), reader: String::new() };
         harness.operator = harness.token("ops", Role::Operator).await;
         harness.reader = harness.token("auditor", Role::Reader).await;
         harness
@@ -111,7 +119,7 @@ async fn complete(client: &mut WorkerServiceClient<AuthChannel>, results: Vec<Jo
 /// Counts every job of `run` that `client` may count, honestly; waits for
 /// leases held elsewhere to expire.
 async fn finish(h: &Harness, client: &mut WorkerServiceClient<AuthChannel>, run: i64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + HANG;
     loop {
         let jobs = lease(client, run, 500).await;
         if jobs.is_empty() {
@@ -257,6 +265,81 @@ async fn a_lying_worker_is_caught_and_quarantined(store: Arc<dyn JobStore>) {
     // The operator lifts the quarantine.
     assert!(h.store.release_quarantine("liar").await.unwrap());
     assert!(lease(&mut evil, run, 1).await.is_empty());
+}
+
+/// Reads the run's result and, if it says final, checks that it is exact:
+/// a final answer never includes a lie. Returns whether it was final.
+async fn final_is_exact(h: &Harness, run: i64, when: &str) -> bool {
+    let result = h.result(run).await;
+    if result.r#final {
+        assert_eq!(result.n0, N0, "{when}: a final answer that includes an unchecked lie");
+    }
+    result.r#final
+}
+
+/// Issue 26, item 1: with `--validate-fraction 0.5`, a token that lies on
+/// every job it reports, beside an honest one. Some of its lies are
+/// accepted unchecked before it is caught; once it is, every result it gave
+/// is counted again by the honest worker, and no answer that includes a lie
+/// is ever reported final. The checks drawn are the same on every run (a
+/// seeded sampler), so the test replays one history: it does not depend on
+/// timing, and the workers are driven by hand, one call at a time.
+async fn a_liar_under_sampled_checks_never_makes_a_final_answer_wrong(store: Arc<dyn JobStore>) {
+    let config = CoordinatorConfig { validate_fraction: 0.5, validation_seed: Some(3), ..CoordinatorConfig::default() };
+    let h = Harness::start(store, config).await;
+    let run = h.create_run(1).await;
+    let mut evil = h.worker(&h.token("liar", Role::Worker).await);
+    let mut honest = h.worker(&h.token("honest", Role::Worker).await);
+    let (mut accepted_lies, mut caught_lies) = (0, 0);
+    let refused = loop {
+        // The liar reports one job, a wrong count (one too many: a lie that
+        // stays in the answer makes N0 larger, so an exact N0 has none).
+        let jobs = match evil.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: run }).await
+        {
+            Ok(response) => response.into_inner().jobs,
+            Err(status) => break status,
+        };
+        assert_eq!(jobs.len(), 1, "the liar finds work until it is stopped");
+        let outcome = complete(&mut evil, vec![report(&jobs[0], true_count(&jobs[0]) + 1)]).await.remove(0);
+        match Outcome::try_from(outcome.status) {
+            Ok(Outcome::Recorded) => accepted_lies += 1,
+            Ok(Outcome::Rejected) => caught_lies += 1,
+            _ => panic!("a lie is recorded unchecked or rejected: {outcome:?}"),
+        }
+        assert!(!final_is_exact(&h, run, "after a lie").await, "the run cannot be finished yet");
+        // The honest worker reports a few jobs meanwhile.
+        let jobs = lease(&mut honest, run, 5).await;
+        for outcome in complete(&mut honest, jobs.iter().map(|j| report(j, true_count(j))).collect()).await {
+            assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+        }
+        final_is_exact(&h, run, "after honest results").await;
+        assert!(accepted_lies + caught_lies < 200, "the liar was never caught");
+    };
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    assert!(refused.message().contains("quarantined"), "{refused:?}");
+    assert_eq!(caught_lies, 3, "quarantined at its third rejected result");
+    // With seed 3 (rand 0.9's StdRng) ten lies pass unchecked before the
+    // third is caught: more than the four of the probe in the issue.
+    assert!(accepted_lies >= 4, "{accepted_lies} lies accepted unchecked: the quarantine must reach back for them");
+    assert_eq!(h.progress(run).await.quarantined, vec!["liar".to_string()]);
+
+    // The honest worker counts what is left, the liar's accepted jobs
+    // included; every answer read on the way that says final is exact.
+    loop {
+        let jobs = lease(&mut honest, run, 50).await;
+        if jobs.is_empty() {
+            break;
+        }
+        for outcome in complete(&mut honest, jobs.iter().map(|j| report(j, true_count(j))).collect()).await {
+            assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+        }
+        final_is_exact(&h, run, "while the liar's jobs are counted again").await;
+    }
+    assert!(final_is_exact(&h, run, "at the end").await, "the run ends final");
+    let result = h.result(run).await;
+    assert_eq!(result.n0, N0);
+    let progress = h.progress(run).await;
+    assert_eq!((progress.done, progress.jobs_total, progress.rejected), (440, 440, 3), "{progress:?}");
 }
 
 /// Without the independent check, redundancy is the defence: the votes of
@@ -872,6 +955,7 @@ on_both_backends!(
     public_read_opens_reads_only,
     a_final_answer_cannot_be_changed,
     a_lying_worker_is_caught_and_quarantined,
+    a_liar_under_sampled_checks_never_makes_a_final_answer_wrong,
     redundancy_counts_distinct_identities,
     only_the_coordinators_own_workers_skip_the_same_counter,
     old_tokens_are_fenced,
@@ -884,10 +968,10 @@ on_both_backends!(
     one_token_failing_every_job_cannot_stall_a_run,
 );
 
-/// While Postgres is down, health says NOT_SERVING and calls fail fast with
+/// While Postgres is down, health says NOT_SERVING and calls fail with
 /// UNAVAILABLE (retryable), instead of hanging; when it is back, all is well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_outage_is_visible_and_fast() {
+async fn a_database_outage_is_visible_and_calls_are_refused() {
     let mut server = tokio::task::spawn_blocking(|| census_testpg::OwnServer::start("outage")).await.unwrap();
     let url = server.url().to_string();
     let store = census_store::connect(&url, config()).await.unwrap();
@@ -914,15 +998,19 @@ async fn a_database_outage_is_visible_and_fast() {
     })
     .await
     .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + HANG;
     while status(&mut health).await != ServingStatus::NotServing as i32 {
-        assert!(std::time::Instant::now() < deadline, "health still SERVING 20 s into the outage");
+        assert!(std::time::Instant::now() < deadline, "health never left SERVING during the outage (hang detector)");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let started = std::time::Instant::now();
-    let down = h.census(Some(&h.reader)).get_progress(GetProgressRequest { run_id: run }).await.unwrap_err();
+    // The call ends with UNAVAILABLE (retryable) instead of waiting for the
+    // database; the 120 s bound only detects a hang, it measures no speed.
+    let mut reader = h.census(Some(&h.reader));
+    let down = tokio::time::timeout(HANG, reader.get_progress(GetProgressRequest { run_id: run }))
+        .await
+        .expect("a read during the outage hung instead of failing")
+        .unwrap_err();
     assert_eq!(down.code(), Code::Unavailable, "{down:?}");
-    assert!(started.elapsed() < Duration::from_secs(15), "failed fast: {:?}", started.elapsed());
 
     let _server = tokio::task::spawn_blocking(move || {
         server.restart();
@@ -930,7 +1018,7 @@ async fn a_database_outage_is_visible_and_fast() {
     })
     .await
     .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + HANG;
     while status(&mut health).await != ServingStatus::Serving as i32 {
         if std::time::Instant::now() > deadline {
             let ping = h.store.ping().await;
@@ -940,4 +1028,92 @@ async fn a_database_outage_is_visible_and_fast() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(h.progress(run).await.jobs_total, 440);
+}
+
+/// Waits until the coordinator's health is `wanted` (the bound detects a hang only).
+async fn wait_for_health(h: &Harness, wanted: tonic_health::pb::health_check_response::ServingStatus) {
+    let mut health = tonic_health::pb::health_client::HealthClient::new(h.channel(None));
+    let deadline = std::time::Instant::now() + HANG;
+    loop {
+        let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
+        if health.check(request).await.unwrap().into_inner().status == wanted as i32 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "health never became {wanted:?} (hang detector)");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Postgres stops right at the finish, twice: before the last result, and
+/// just after the run became final (issue 26: a coordinator died right
+/// after "run finished"). The report and the reads meanwhile fail
+/// UNAVAILABLE, which a client retries; the coordinator keeps serving
+/// throughout (its `serve` never returns); once Postgres is back the same
+/// report is recorded, and the answer is final and exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_at_the_finish_loses_nothing() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let server = tokio::task::spawn_blocking(|| census_testpg::OwnServer::start("finish")).await.unwrap();
+    let url = server.url().to_string();
+    // Leases outlive the outages: the last one is reported after the restart.
+    let store = census_store::connect(&url, StoreConfig::default()).await.unwrap();
+    let config = CoordinatorConfig { lease_ttl: Duration::from_secs(3000), ..CoordinatorConfig::default() };
+    let h = Harness::start(store, config).await;
+    let run = h.create_run(1).await;
+    let mut worker = h.worker(&h.token("w", Role::Worker).await);
+    let mut jobs = lease(&mut worker, run, 500).await;
+    assert_eq!(jobs.len(), 440);
+    let last = jobs.pop().unwrap();
+    for outcome in complete(&mut worker, jobs.iter().map(|j| report(j, true_count(j))).collect()).await {
+        assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+    }
+    let outage = |mut server: census_testpg::OwnServer, restart: bool| async move {
+        tokio::task::spawn_blocking(move || {
+            if restart {
+                server.restart()
+            } else {
+                server.crash()
+            }
+            server
+        })
+        .await
+        .unwrap()
+    };
+
+    let server = outage(server, false).await;
+    let last_report = CompleteJobsRequest { worker_id: String::new(), results: vec![report(&last, true_count(&last))] };
+    let refused = tokio::time::timeout(HANG, worker.complete_jobs(last_report.clone()))
+        .await
+        .expect("the report hung instead of failing")
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    let read = h.census(Some(&h.reader)).get_result(GetResultRequest { run_id: run }).await.unwrap_err();
+    assert_eq!(read.code(), Code::Unavailable, "{read:?}");
+    wait_for_health(&h, ServingStatus::NotServing).await;
+    assert!(!h.served.is_finished(), "the coordinator kept serving through the outage");
+
+    let server = outage(server, true).await;
+    wait_for_health(&h, ServingStatus::Serving).await;
+    let outcomes = worker.complete_jobs(last_report).await.unwrap().into_inner().outcomes;
+    assert_eq!(outcomes[0].status, Outcome::Recorded as i32, "the retried report is recorded: {outcomes:?}");
+    let result = h.result(run).await;
+    assert!(result.r#final);
+    assert_eq!(result.n0, N0);
+
+    // Right after the finish, the database goes away again while readers ask.
+    let server = outage(server, false).await;
+    let read = h.census(Some(&h.reader)).get_result(GetResultRequest { run_id: run }).await.unwrap_err();
+    assert_eq!(read.code(), Code::Unavailable, "{read:?}");
+    let idle = worker.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await;
+    assert_eq!(idle.unwrap_err().code(), Code::Unavailable);
+    wait_for_health(&h, ServingStatus::NotServing).await;
+    assert!(!h.served.is_finished(), "the coordinator kept serving through the second outage");
+    let _server = outage(server, true).await;
+    wait_for_health(&h, ServingStatus::Serving).await;
+    let result = h.result(run).await;
+    assert!(result.r#final);
+    assert_eq!(result.n0, N0);
+    let nothing = worker.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: 0 }).await;
+    assert!(nothing.unwrap().into_inner().idle, "nothing is left");
+    assert!(!h.served.is_finished());
 }

@@ -49,7 +49,71 @@ impl Interceptor for Bearer {
 /// A channel that carries the credential.
 pub type AuthChannel = InterceptedService<Channel, Bearer>;
 
-fn endpoint(config: &ClientConfig) -> Result<(Endpoint, Bearer), String> {
+/// Why a client cannot reach a coordinator: what the user must change
+/// (the first two), or what may pass by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectError {
+    /// The settings are wrong: the URL, the token, the TLS options.
+    Settings(String),
+    /// An `http://` URL, and the server there answered with TLS: the URL
+    /// should be `https://` (`address` is its `host:port`).
+    AnsweredWithTls { address: String },
+    /// The coordinator did not answer (down, refused, timed out).
+    Unreachable(String),
+}
+
+impl ConnectError {
+    /// Whether the user's settings are at fault (retrying cannot help).
+    pub fn is_bad_settings(&self) -> bool {
+        !matches!(self, ConnectError::Unreachable(_))
+    }
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Settings(message) | ConnectError::Unreachable(message) => f.write_str(message),
+            ConnectError::AnsweredWithTls { address } => write!(
+                f,
+                "the coordinator at {address} answered with TLS: use https://{address} (and --tls-ca with the CA \
+                 that signed its certificate)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+/// The first bytes a plaintext HTTP/2 client sends (RFC 9113, 3.4).
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the server at `uri` (an `http://` URL) speaks TLS: it answers
+/// the HTTP/2 preface with a TLS record (an alert, 0x15, or a handshake,
+/// 0x16, of version 3.x), where a plaintext gRPC server answers with its
+/// SETTINGS frame. Without this, the first call fails with a broken pipe
+/// or an h2 protocol error, which names no cause, and a client retries it.
+/// Anything else (no answer, refused, closed) is not TLS: the connection
+/// itself then says what is wrong.
+async fn answers_with_tls(uri: &tonic::codegen::http::Uri) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(host) = uri.host() else { return false };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(80);
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        stream.write_all(HTTP2_PREFACE).await.ok()?;
+        let mut head = [0u8; 2];
+        stream.read_exact(&mut head).await.ok()?;
+        Some(head)
+    };
+    matches!(tokio::time::timeout(Duration::from_secs(5), probe).await, Ok(Some([0x15 | 0x16, 0x03])))
+}
+
+fn endpoint(config: &ClientConfig) -> Result<(Endpoint, Bearer), ConnectError> {
+    endpoint_of(config).map_err(ConnectError::Settings)
+}
+
+fn endpoint_of(config: &ClientConfig) -> Result<(Endpoint, Bearer), String> {
     let bearer = match &config.token {
         Some(token) => {
             let value = format!("Bearer {}", token.trim())
@@ -92,13 +156,27 @@ fn endpoint(config: &ClientConfig) -> Result<(Endpoint, Bearer), String> {
 }
 
 /// A channel that connects on first use (a worker keeps retrying it).
-pub fn connect_lazy(config: &ClientConfig) -> Result<AuthChannel, String> {
+pub fn connect_lazy(config: &ClientConfig) -> Result<AuthChannel, ConnectError> {
     let (endpoint, bearer) = endpoint(config)?;
     Ok(InterceptedService::new(endpoint.connect_lazy(), bearer))
 }
 
+/// Refuses an `http://` URL whose server answers with TLS
+/// ([`ConnectError::AnsweredWithTls`]); any other URL, or a server that
+/// does not answer, passes (the calls then say what is wrong).
+pub async fn check_scheme(config: &ClientConfig) -> Result<(), ConnectError> {
+    let (endpoint, _) = endpoint(config)?;
+    let uri = endpoint.uri();
+    if uri.scheme_str() == Some("http") && answers_with_tls(uri).await {
+        let address = uri.authority().map(|a| a.to_string()).unwrap_or_default();
+        return Err(ConnectError::AnsweredWithTls { address });
+    }
+    Ok(())
+}
+
 /// A channel connected now, or an error saying why not.
-pub async fn connect(config: &ClientConfig) -> Result<AuthChannel, String> {
+pub async fn connect(config: &ClientConfig) -> Result<AuthChannel, ConnectError> {
+    check_scheme(config).await?;
     let (endpoint, bearer) = endpoint(config)?;
     let channel = endpoint.connect().await.map_err(|e| {
         let mut message = format!("cannot reach the coordinator at {}: {e}", config.url);
@@ -107,14 +185,14 @@ pub async fn connect(config: &ClientConfig) -> Result<AuthChannel, String> {
             message.push_str(&format!(": {cause}"));
             source = cause.source();
         }
-        message
+        ConnectError::Unreachable(message)
     })?;
     Ok(InterceptedService::new(channel, bearer))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{ClientConfig, endpoint};
+    use super::{ClientConfig, endpoint_of as endpoint};
     use proptest::prelude::*;
 
     #[test]

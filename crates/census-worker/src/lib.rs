@@ -133,7 +133,11 @@ pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Re
     if config.threads == 0 {
         return Err(WorkerError::Config("a worker needs at least one thread".into()));
     }
-    let channel = census_proto::client::connect_lazy(&config.coordinator).map_err(WorkerError::Config)?;
+    let bad_settings = |e: census_proto::client::ConnectError| WorkerError::Config(e.to_string());
+    // An http:// URL of a TLS port is refused once, here, instead of every
+    // call failing with a broken pipe and being retried forever.
+    census_proto::client::check_scheme(&config.coordinator).await.map_err(bad_settings)?;
+    let channel = census_proto::client::connect_lazy(&config.coordinator).map_err(bad_settings)?;
     let client = WorkerServiceClient::new(channel).max_decoding_message_size(64 << 20);
     // Any stop cancels the counts under way: a job of an hour stops within
     // a second, and its lease, no longer heartbeated, expires and the job is

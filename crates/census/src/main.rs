@@ -54,17 +54,47 @@ enum Command {
     Layers(commands::layers::Args),
 }
 
-fn main() -> ExitCode {
-    // Like other Unix tools, end quietly when the reader of our output goes
-    // away (`census classes ... | head -1`), instead of panicking on EPIPE.
-    // SAFETY: setting a signal's disposition to its default has no preconditions.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+impl Command {
+    /// Whether the command only computes and prints, opening no socket
+    /// (no coordinator, worker, status page or database server).
+    fn only_prints(&self) -> bool {
+        match self {
+            Command::Classes(_) | Command::CountBand(_) | Command::Bench(_) | Command::Layers(_) => true,
+            Command::Run(_)
+            | Command::Coordinator(_)
+            | Command::Worker(_)
+            | Command::Submit(_)
+            | Command::Status(_)
+            | Command::Verify(_)
+            | Command::Recount(_)
+            | Command::Requeue(_)
+            | Command::Cancel(_)
+            | Command::Priority(_)
+            | Command::Token(_) => false,
+        }
     }
+}
+
+fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return commands::clap_error(error),
     };
+    // Like other Unix tools, a command that only prints ends quietly when
+    // the reader of its output goes away (`census classes ... | head -1`),
+    // instead of panicking on EPIPE. Every other command keeps SIGPIPE
+    // ignored (Rust's default): with the default action, writing to a
+    // connection its peer has closed ends the process at once, without a
+    // word. That was the coordinator's silent death (exit 141) right after
+    // a run finished, when workers told `idle` exited while it still wrote
+    // to them, or a status reader hung up (issue 26); now such a write is
+    // an error of that one connection.
+    if cli.command.only_prints() {
+        // SAFETY: setting a signal's disposition to its default has no preconditions.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let outcome = match cli.command {
         Command::Run(args) => commands::run::run(args),
         Command::Coordinator(args) => commands::coordinator::run(args),

@@ -787,3 +787,98 @@ fn cancel_priority_and_resume_work_for_every_kind() {
     }
     assert_eq!(cluster.sql("SELECT COUNT(*) FROM runs"), "3");
 }
+
+/// Readers that hang up while the coordinator writes to them (a status
+/// poller closing its connection before the answer, like workers that exit
+/// once told `idle`) are an error of their connection, never the end of the
+/// process: it died of SIGPIPE (exit 141, not a word in its log) right
+/// after a run finished (issue 26).
+#[test]
+fn peers_that_hang_up_do_not_end_the_coordinator() {
+    use std::io::{Read, Write};
+    use std::os::unix::process::ExitStatusExt;
+    let database = temp_db("hang-up");
+    let log = std::env::temp_dir().join(format!("census-e2e-{}-hang-up.log", std::process::id()));
+    let http = format!("127.0.0.1:{}", free_port());
+    let mut coordinator = census()
+        .args(["coordinator", "--database", &database, "--stage", "44", "--public-read"])
+        .args(["--listen", &format!("127.0.0.1:{}", free_port()), "--http-listen", &http])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let get_status = || -> Option<String> {
+        let mut stream = std::net::TcpStream::connect(&http).ok()?;
+        stream.write_all(b"GET /api/status HTTP/1.1\r\nHost: census\r\nConnection: close\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        Some(response)
+    };
+    // The 120 s bound only detects a coordinator that never starts.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while get_status().is_none() {
+        assert!(coordinator.try_wait().unwrap().is_none(), "{}", std::fs::read_to_string(&log).unwrap());
+        assert!(Instant::now() < deadline, "the status page never answered (hang detector)");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Each asks for the status twenty times in one go and hangs up without
+    // reading: the coordinator's next writes meet a closed connection.
+    for _ in 0..500 {
+        // Refused: the coordinator is gone (said below, with its exit status).
+        let Ok(mut stream) = std::net::TcpStream::connect(&http) else { break };
+        let _ = stream.write_all(&b"GET /api/status HTTP/1.1\r\nHost: census\r\n\r\n".repeat(20));
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+    }
+    let answer = get_status();
+    let status = coordinator.try_wait().unwrap();
+    let _ = coordinator.kill();
+    let _ = coordinator.wait();
+    let printed = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        status.is_none(),
+        "the coordinator ended: {status:?} (signal {:?}): {printed}",
+        status.and_then(|s| s.signal())
+    );
+    let answer = answer.expect("the status page answers after the hang-ups");
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("\"jobs_total\":440"), "{answer}");
+}
+
+/// `http://` to a port that answers with TLS: the client says so once,
+/// names the fix, and exits non-zero, instead of a broken pipe at the
+/// first call and retries (issue 26). The server here answers every
+/// connection as rustls answers a plaintext client: a fatal TLS alert
+/// (the real coordinator's case is in census-coordinator's tests/tls.rs).
+#[test]
+fn a_client_pointed_at_a_tls_port_with_http_names_the_fix() {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut preface = [0u8; 24];
+            let _ = stream.read_exact(&mut preface);
+            // A TLS 1.2 record: alert, fatal, decode_error.
+            let _ = stream.write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32]);
+        }
+    });
+    let token = std::env::temp_dir().join(format!("census-e2e-{}-tls-port.token", std::process::id()));
+    std::fs::write(&token, "census_0123456789abcdef").unwrap();
+    let url = format!("http://{address}");
+    let token = token.display().to_string();
+    let fix = format!("the coordinator at {address} answered with TLS: use https://{address}");
+    let status = census().args(["status", "--coordinator", &url, "--token-file", &token]).output().unwrap();
+    assert_eq!(status.status.code(), Some(2), "{}", text(&status));
+    assert!(text(&status).contains(&fix), "{}", text(&status));
+    let mut worker = census()
+        .args(["worker", "--coordinator", &url, "--token-file", &token, "--exit-when-done"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The 120 s bound only detects a worker that retries forever.
+    let exit = wait_with_timeout(&mut worker, Duration::from_secs(120));
+    let printed = text(&worker.wait_with_output().unwrap());
+    assert!(!exit.success(), "{printed}");
+    assert!(printed.contains(&fix), "{printed}");
+}

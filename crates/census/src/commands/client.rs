@@ -80,17 +80,9 @@ pub async fn connect(address: &str, credentials: &Credentials) -> anyhow::Result
 }
 
 pub async fn connect_with(config: &ClientConfig) -> anyhow::Result<Client> {
-    let channel = census_proto::client::connect(config).await.map_err(|e| {
-        if e.contains("is not a coordinator URL")
-            || e.contains("TLS")
-            || e.contains("--tls-ca")
-            || e.contains("--allow-plaintext-token")
-        {
-            anyhow::Error::from(UsageError(e))
-        } else {
-            anyhow::anyhow!(e)
-        }
-    })?;
+    // The error stays typed: `exit_code_for` makes bad settings (a URL,
+    // token or TLS option, an http:// URL of a TLS port) exit code 2.
+    let channel = census_proto::client::connect(config).await?;
     Ok(CensusServiceClient::new(channel).max_decoding_message_size(64 << 20))
 }
 

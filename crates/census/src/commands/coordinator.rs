@@ -142,6 +142,28 @@ fn tls_files(args: &Args) -> anyhow::Result<Option<TlsFiles>> {
     }))
 }
 
+/// Runs a start-up step again while the database is unavailable (a pool
+/// that timed out on a loaded machine, a database restarting), up to
+/// [`super::DATABASE_WAIT`]: the steps are idempotent, and a coordinator
+/// that exited here would rely on something restarting it.
+async fn until_available<T, Step, Done>(what: &str, mut step: Step) -> Result<T, census_store::StoreError>
+where
+    Step: FnMut() -> Done,
+    Done: std::future::Future<Output = Result<T, census_store::StoreError>>,
+{
+    const PAUSE: Duration = Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    loop {
+        match step().await {
+            Err(error) if error.is_retryable() && started.elapsed() + PAUSE < super::DATABASE_WAIT => {
+                tracing::warn!(error = %error.report(), "{what}: the database is unavailable; retrying in 2 s");
+                tokio::time::sleep(PAUSE).await;
+            }
+            done => return done,
+        }
+    }
+}
+
 async fn serve(args: Args) -> anyhow::Result<ExitCode> {
     // The recorder first, so that nothing recorded before /metrics is served is lost.
     let metrics = match args.metrics_listen {
@@ -185,10 +207,10 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
     let store = super::open_store(&args.database_url, config.clone()).await?;
     tracing::info!("database ready, migrations applied");
     for (file, hash) in &token_hashes {
-        store.import_token(&file.name, file.role, hash).await?;
+        until_available("registering a token", || store.import_token(&file.name, file.role, hash)).await?;
         tracing::info!(name = %file.name, role = %file.role, "token registered from {}", file.path.display());
     }
-    let tokens = store.list_tokens().await?;
+    let tokens = until_available("reading the tokens", || store.list_tokens()).await?;
     if tokens.iter().all(|t| t.revoked) && !args.public_read {
         tracing::warn!(
             "no credentials: every call will be refused; create them with `census token create --role worker|reader|operator --name NAME --database URL`"
@@ -213,7 +235,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         (None, None) => None,
     };
     if let Some(census) = census {
-        let run = coordinator.create_run(census, args.redundancy).await?;
+        let run = until_available("creating the run", || coordinator.create_run(census, args.redundancy)).await?;
         tracing::info!(run = run.run_id, census = %run.spec.census, jobs = run.jobs_total, done = run.jobs_done, "run ready");
     }
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -147,6 +147,7 @@ pub fn exit_code_for(error: &anyhow::Error) -> ExitCode {
         cause.is::<UsageError>()
             || cause.is::<census_math::BandError>()
             || matches!(cause.downcast_ref(), Some(census_store::StoreError::BadLocation { .. }))
+            || cause.downcast_ref::<census_proto::client::ConnectError>().is_some_and(|e| e.is_bad_settings())
     };
     if error.chain().any(bad_input) { ExitCode::from(2) } else { ExitCode::FAILURE }
 }
