@@ -126,12 +126,10 @@ async fn the_readme_audit_adds_up_a_2x5_run_exactly() {
     count_every_job(&store, true_count).await;
     let classes = store.class_totals(1).await.unwrap();
     audit(&path, store, false).await;
-    assert_eq!(
-        sqlite3(&path, "SELECT answer FROM run_progress WHERE run_id = 1"),
-        "1903816047972624930994913280000"
-    );
+    assert_eq!(sqlite3(&path, "SELECT answer FROM run_progress WHERE run_id = 1"), "1903816047972624930994913280000");
     // Every class's contribution, as text, is weight x F^2 computed here.
-    let shown = sqlite3(&path, "SELECT class_id || ' ' || contribution FROM group_totals WHERE run_id = 1 ORDER BY class_id");
+    let shown =
+        sqlite3(&path, "SELECT class_id || ' ' || contribution FROM group_totals WHERE run_id = 1 ORDER BY class_id");
     let expected: Vec<String> = classes
         .iter()
         .map(|class| format!("{} {}", class.class_id, BigUint::from(class.weight) * class.count_sum.pow(2)))

@@ -487,7 +487,8 @@ async fn counts_beyond_64_bits_are_exact(store: Arc<dyn JobStore>) {
     let counts: Vec<u128> = jobs.iter().map(|job| big(&job.key)).collect();
     assert_eq!(total.answer, Some(census.fold(&jobs, &counts).unwrap().value));
     for class in store.class_totals(run).await.unwrap() {
-        let sum: BigUint = jobs.iter().filter(|job| job.group == class.label).map(|job| BigUint::from(big(&job.key))).sum();
+        let sum: BigUint =
+            jobs.iter().filter(|job| job.group == class.label).map(|job| BigUint::from(big(&job.key))).sum();
         assert_eq!(class.count_sum, sum, "class {}", class.label);
     }
 }

@@ -210,20 +210,23 @@ async fn fifth_version_rows(connection: &mut sqlx::AnyConnection) {
         for (index, job) in jobs.iter().enumerate() {
             job_id += 1;
             let class = class_of[&job.group] as i64;
-            sqlx::query("INSERT INTO jobs (id, run_id, class_id, key, created_at, updated_at) VALUES ($1, $2, $3, $4, 1, 1)")
-                .bind(job_id)
-                .bind(run)
-                .bind(class)
-                .bind(&job.key)
-                .execute(&mut *connection)
-                .await
-                .unwrap();
+            sqlx::query(
+                "INSERT INTO jobs (id, run_id, class_id, key, created_at, updated_at) VALUES ($1, $2, $3, $4, 1, 1)",
+            )
+            .bind(job_id)
+            .bind(run)
+            .bind(class)
+            .bind(&job.key)
+            .execute(&mut *connection)
+            .await
+            .unwrap();
             let done = run == 1 || index % 2 == 0;
             if !done {
                 continue;
             }
             let count = counts[index].to_string();
-            let workers: &[(&str, &str)] = if run == 1 { &[("old", "accepted")] } else { &[("a", "vote"), ("b", "accepted")] };
+            let workers: &[(&str, &str)] =
+                if run == 1 { &[("old", "accepted")] } else { &[("a", "vote"), ("b", "accepted")] };
             for (worker, outcome) in workers {
                 sqlx::query(
                     "INSERT INTO results (job_id, run_id, attempt, worker, count, elapsed_ms, counter_version, outcome,

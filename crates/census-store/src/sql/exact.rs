@@ -162,8 +162,11 @@ impl SqlStore {
     }
 
     async fn class_power_in(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, run: RunId) -> Result<u32, StoreError> {
-        let power: i64 =
-            sqlx::query("SELECT class_power FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?.try_get(0)?;
+        let power: i64 = sqlx::query("SELECT class_power FROM runs WHERE id = $1")
+            .bind(run)
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get(0)?;
         Ok(power as u32)
     }
 
@@ -226,13 +229,15 @@ impl SqlStore {
                     let sum = class_sums.remove(&class).unwrap_or_default();
                     let share = contribution(&weight, &sum, power);
                     weighted += &share;
-                    sqlx::query("UPDATE classes SET count_sum = $3, contribution = $4 WHERE run_id = $1 AND class_id = $2")
-                        .bind(run)
-                        .bind(class)
-                        .bind(sum.to_string())
-                        .bind(share.to_string())
-                        .execute(&mut *tx)
-                        .await?;
+                    sqlx::query(
+                        "UPDATE classes SET count_sum = $3, contribution = $4 WHERE run_id = $1 AND class_id = $2",
+                    )
+                    .bind(run)
+                    .bind(class)
+                    .bind(sum.to_string())
+                    .bind(share.to_string())
+                    .execute(&mut *tx)
+                    .await?;
                 }
             }
             let mut completions: BTreeMap<String, BigUint> = BTreeMap::new();

@@ -108,7 +108,10 @@ impl SqlStore {
                 }
             }
             if job.weight == 0 {
-                return Err(StoreError::Invalid(format!("job {:?}: weight 0: a class has at least one member", job.key)));
+                return Err(StoreError::Invalid(format!(
+                    "job {:?}: weight 0: a class has at least one member",
+                    job.key
+                )));
             }
             if !keys.insert(job.key.as_str()) {
                 return Err(StoreError::Invalid(format!("job {:?} is given twice", job.key)));

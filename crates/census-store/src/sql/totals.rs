@@ -67,10 +67,8 @@ fn fold_counts(census: Census, expected: &[JobSpec], jobs: &[JobSpec], counts: &
         let class = class_sums.entry(job.group.clone()).or_insert_with(|| (job.weight, BigUint::default()));
         class.1 += count;
     }
-    let weighted_sum = class_sums
-        .values()
-        .map(|(weight, sum)| contribution(&BigUint::from(*weight), sum, census.class_power()))
-        .sum();
+    let weighted_sum =
+        class_sums.values().map(|(weight, sum)| contribution(&BigUint::from(*weight), sum, census.class_power())).sum();
     Ok(Folded { answer, weighted_sum, class_sums })
 }
 
@@ -125,7 +123,9 @@ impl SqlStore {
                     Some(next)
                 } else {
                     by_key
-                        .get_or_insert_with(|| expected.iter().enumerate().map(|(i, job)| (job.key.as_str(), i)).collect())
+                        .get_or_insert_with(|| {
+                            expected.iter().enumerate().map(|(i, job)| (job.key.as_str(), i)).collect()
+                        })
                         .get(key.as_str())
                         .copied()
                 };
@@ -134,7 +134,9 @@ impl SqlStore {
                     faithful = false;
                     break 'pages;
                 };
-                if job.group != row.try_get::<String, _>(2)? || job.weight != parse_count(&row.try_get::<String, _>(3)?)? {
+                if job.group != row.try_get::<String, _>(2)?
+                    || job.weight != parse_count(&row.try_get::<String, _>(3)?)?
+                {
                     faithful = false;
                     break 'pages;
                 }
@@ -227,7 +229,7 @@ impl SqlStore {
             return Ok(false);
         }
         let census: String = row.try_get(3)?;
-        let folded = self.fold_run(&mut **tx, &census, run, Source::DoneJobs).await?;
+        let folded = self.fold_run(tx, &census, run, Source::DoneJobs).await?;
         let power = census.parse::<Census>().map_err(StoreError::Fold)?.class_power();
         let mut after = -1i64;
         loop {
