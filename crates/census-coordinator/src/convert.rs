@@ -25,9 +25,7 @@ pub fn status_of(error: StoreError) -> Status {
     match error {
         StoreError::UnknownRun(_) | StoreError::UnknownJob(_) => Status::not_found(message),
         StoreError::StaleToken { .. } | StoreError::RunCancelled(_) => Status::failed_precondition(message),
-        StoreError::CountTooLarge { .. } | StoreError::Invalid(_) | StoreError::Rejected { .. } => {
-            Status::invalid_argument(message)
-        }
+        StoreError::Invalid(_) | StoreError::Rejected { .. } => Status::invalid_argument(message),
         StoreError::TotalMismatch { .. } | StoreError::Fold(_) => Status::data_loss(message),
         StoreError::Connect { .. } | StoreError::Unavailable(_) => Status::unavailable(message),
         StoreError::Database(_) | StoreError::Internal(_) | StoreError::BadLocation { .. } => Status::internal(message),

@@ -278,8 +278,6 @@ pub enum StoreError {
     Rejected { job: JobId, reason: String },
     #[error("run {0} is cancelled; submit it again to resume it")]
     RunCancelled(RunId),
-    #[error("job {job}: count {count} is larger than this database holds (at most {max}; Postgres holds any)")]
-    CountTooLarge { job: JobId, count: u128, max: u128 },
     #[error("the run's results cannot be folded into its answer")]
     Fold(#[source] census_math::census::CensusError),
     #[error("invalid input: {0}")]

@@ -1,8 +1,10 @@
-//! A database of the previous version (9x9 runs only: stage, counter,
-//! classes of bands, one job per class and seed) opens with this version:
-//! migration 0003 keeps every run, class, job and result, a finished run's
-//! answer rechecks, and an unfinished run resumes and finishes exactly. On
-//! both backends.
+//! Databases of earlier versions open with this one. A 9x9 database of the
+//! second version (stage, counter, classes of bands, one job per class and
+//! seed): migration 0003 keeps every run, class, job and result, a finished
+//! run's answer rechecks, and an unfinished run resumes and finishes
+//! exactly, on both backends. An SQLite database of the fifth version (64-bit
+//! INTEGER counts, whose sums had overflowed to REAL): migration 0006 keeps
+//! every count, and the store rebuilds every sum exactly.
 
 use std::time::Duration;
 
@@ -16,12 +18,13 @@ use common::{completion, true_count};
 
 const N0: &str = "6670903752021072936960";
 
-/// The migrations of the previous version only, in a directory of their own.
-async fn previous_migrations(backend: &str) -> sqlx::migrate::Migrator {
+/// The migrations of an earlier version only (`files`), in a directory of
+/// their own.
+async fn earlier_migrations(backend: &str, files: &[&str]) -> sqlx::migrate::Migrator {
     let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../../migrations/");
-    let dir = std::env::temp_dir().join(format!("census-migrations-{backend}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("census-migrations-{backend}-{}-{}", files.len(), std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for file in ["0001_census.sql", "0002_trust.sql"] {
+    for file in files {
         std::fs::copy(format!("{source}{backend}/{file}"), dir.join(file)).unwrap();
     }
     sqlx::migrate::Migrator::new(dir).await.unwrap()
@@ -82,7 +85,7 @@ async fn a_previous_database_migrates_and_resumes(url: &str, direct: &str, backe
     sqlx::any::install_default_drivers();
     {
         let mut connection = sqlx::AnyConnection::connect(direct).await.unwrap();
-        previous_migrations(backend).await.run(&mut connection).await.unwrap();
+        earlier_migrations(backend, &["0001_census.sql", "0002_trust.sql"]).await.run(&mut connection).await.unwrap();
         for statement in previous_rows() {
             sqlx::query(&statement).execute(&mut connection).await.unwrap();
         }
@@ -143,4 +146,238 @@ async fn an_sqlite_file_of_the_previous_version_migrates() {
 async fn a_postgres_database_of_the_previous_version_migrates() {
     let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
     a_previous_database_migrates_and_resumes(&url, &url, "postgres").await;
+}
+
+/// The fifth version's SQLite schema (migrations 0001-0005).
+const FIFTH_VERSION: [&str; 5] =
+    ["0001_census.sql", "0002_trust.sql", "0003_kinds.sql", "0004_lean_queue.sql", "0005_bounded_identities.sql"];
+
+/// The synthetic count of job `index` of the 2x4 census in the fifth
+/// version's database: each below 2^62, so each was a valid 64-bit INTEGER,
+/// but their sums pass 2^63 and their contributions (weight x F^2) 2^124.
+fn fifth_version_count(index: usize) -> u128 {
+    (1u128 << 62) - 1 - index as u128 * 7
+}
+
+/// Writes, as the fifth version's store did (its SQL arithmetic included),
+/// run 1: the 2x4 census finished by one worker, and run 2: the same census
+/// with redundancy 2, half counted by two workers.
+async fn fifth_version_rows(connection: &mut sqlx::AnyConnection) {
+    let census = common::census(common::SMALL);
+    let jobs = common::jobs(common::SMALL);
+    let version = census.counter_version();
+    let counts: Vec<u128> = (0..jobs.len()).map(fifth_version_count).collect();
+    let answer = census.fold(&jobs, &counts).unwrap().value;
+    let weighted: num_bigint::BigUint = weighted_sum_of(&jobs, &counts, jobs.len());
+    let n = jobs.len();
+    let statements = vec![
+        format!(
+            "INSERT INTO runs (id, census, counter_version, redundancy, jobs_total, jobs_remaining, created_at,
+                               finished_at, weighted_sum, answer, class_power)
+             VALUES (1, '{}', '{version}', 1, {n}, {n}, 1, NULL, NULL, NULL, 2)",
+            common::SMALL
+        ),
+        format!(
+            "INSERT INTO runs (id, census, counter_version, redundancy, jobs_total, jobs_remaining, created_at, class_power)
+             VALUES (2, '{}', '{version}', 2, {n}, {n}, 1, 2)",
+            common::SMALL
+        ),
+    ];
+    for statement in statements {
+        sqlx::query(&statement).execute(&mut *connection).await.unwrap();
+    }
+    let mut job_id = 0;
+    for run in [1i64, 2] {
+        let mut class_of = std::collections::HashMap::new();
+        for job in &jobs {
+            if !class_of.contains_key(&job.group) {
+                let class = class_of.len();
+                class_of.insert(job.group.clone(), class);
+                let jobs_in_class = jobs.iter().filter(|other| other.group == job.group).count();
+                sqlx::query(
+                    "INSERT INTO classes (run_id, class_id, label, weight, jobs_total) VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(run)
+                .bind(class as i64)
+                .bind(&job.group)
+                .bind(job.weight as i64)
+                .bind(jobs_in_class as i64)
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+            }
+        }
+        for (index, job) in jobs.iter().enumerate() {
+            job_id += 1;
+            let class = class_of[&job.group] as i64;
+            sqlx::query(
+                "INSERT INTO jobs (id, run_id, class_id, key, created_at, updated_at) VALUES ($1, $2, $3, $4, 1, 1)",
+            )
+            .bind(job_id)
+            .bind(run)
+            .bind(class)
+            .bind(&job.key)
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+            let done = run == 1 || index % 2 == 0;
+            if !done {
+                continue;
+            }
+            let count = counts[index].to_string();
+            let workers: &[(&str, &str)] =
+                if run == 1 { &[("old", "accepted")] } else { &[("a", "vote"), ("b", "accepted")] };
+            for (worker, outcome) in workers {
+                sqlx::query(
+                    "INSERT INTO results (job_id, run_id, attempt, worker, count, elapsed_ms, counter_version, outcome,
+                                          finished_at)
+                     VALUES ($1, $2, 1, $3, CAST($4 AS INTEGER), 0.5, $5, $6, 2)",
+                )
+                .bind(job_id)
+                .bind(run)
+                .bind(*worker)
+                .bind(&count)
+                .bind(&version)
+                .bind(*outcome)
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+            }
+            // The fifth version's arithmetic, in SQLite's 64-bit integers.
+            for statement in [
+                "UPDATE jobs SET state = 'done', count = CAST($2 AS INTEGER), votes = $3, attempt = 1 WHERE id = $1",
+                "UPDATE classes SET count_sum = count_sum + CAST($2 AS INTEGER), jobs_done = jobs_done + 1
+                 WHERE run_id = (SELECT run_id FROM jobs WHERE id = $1) AND class_id = (SELECT class_id FROM jobs WHERE id = $1) AND $3 > 0",
+                "UPDATE runs SET jobs_remaining = jobs_remaining - 1, counted = counted + CAST($2 AS INTEGER)
+                 WHERE id = (SELECT run_id FROM jobs WHERE id = $1) AND $3 > 0",
+            ] {
+                sqlx::query(statement)
+                    .bind(job_id)
+                    .bind(&count)
+                    .bind(workers.len() as i64)
+                    .execute(&mut *connection)
+                    .await
+                    .unwrap();
+            }
+            let accepting = workers.last().unwrap().0;
+            sqlx::query(
+                "INSERT INTO worker_stats (run_id, worker, jobs, completions, last_seen) VALUES ($1, $2, 1, CAST($3 AS INTEGER), 2)
+                 ON CONFLICT (run_id, worker) DO UPDATE SET jobs = worker_stats.jobs + 1,
+                     completions = worker_stats.completions + excluded.completions",
+            )
+            .bind(run)
+            .bind(accepting)
+            .bind(&count)
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+        }
+    }
+    sqlx::query("UPDATE runs SET finished_at = 3, weighted_sum = $1, answer = $2 WHERE id = 1")
+        .bind(weighted.to_string())
+        .bind(answer.to_string())
+        .execute(&mut *connection)
+        .await
+        .unwrap();
+}
+
+/// Sum over classes of weight x (sum of the counts of the jobs below
+/// `done`, or of every other job for a half-counted run)^2.
+fn weighted_sum_of(jobs: &[census_store::JobSpec], counts: &[u128], done: usize) -> num_bigint::BigUint {
+    use num_bigint::BigUint;
+    let mut classes: std::collections::BTreeMap<&str, (u128, BigUint)> = Default::default();
+    for (index, job) in jobs.iter().enumerate() {
+        let class = classes.entry(&job.group).or_insert((job.weight, BigUint::default()));
+        if done == jobs.len() || index % 2 == 0 {
+            class.1 += counts[index];
+        }
+    }
+    classes.values().map(|(weight, sum)| BigUint::from(*weight) * sum * sum).sum()
+}
+
+/// `SELECT column FROM rest` on the file: its SQLite type and its value.
+async fn typed(connection: &mut sqlx::AnyConnection, sql: &str) -> (String, String) {
+    use sqlx::Row;
+    let (column, rest) = sql.strip_prefix("SELECT ").and_then(|s| s.split_once(" FROM ")).unwrap();
+    let row = sqlx::query(&format!("SELECT typeof({column}), CAST({column} AS TEXT) FROM {rest}"))
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    (row.get(0), row.get(1))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sqlite_file_of_the_fifth_version_keeps_every_count_and_sums_exactly() {
+    use num_bigint::BigUint;
+    sqlx::any::install_default_drivers();
+    let path = std::env::temp_dir().join(format!("census-migration-v5-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let file = path.display().to_string();
+    let direct = format!("sqlite://{file}?mode=rwc");
+    let jobs = common::jobs(common::SMALL);
+    let counts: Vec<u128> = (0..jobs.len()).map(fifth_version_count).collect();
+    let all: BigUint = counts.iter().map(|&count| BigUint::from(count)).sum();
+    {
+        let mut connection = sqlx::AnyConnection::connect(&direct).await.unwrap();
+        earlier_migrations("sqlite", &FIFTH_VERSION).await.run(&mut connection).await.unwrap();
+        fifth_version_rows(&mut connection).await;
+        // What the fifth version showed: sums overflowed to REAL.
+        let (kind, _) = typed(&mut connection, "SELECT counted FROM runs WHERE id = 1").await;
+        assert_eq!(kind, "real", "the old database's sum of counts overflowed");
+        let (kind, _) = typed(&mut connection, "SELECT weighted_sum_so_far FROM run_progress WHERE run_id = 1").await;
+        assert_eq!(kind, "real");
+        connection.close().await.unwrap();
+    }
+
+    let store = connect(&file, StoreConfig::default()).await.unwrap();
+    // Run 1: every count kept; the finished answer folds again from them.
+    let total = store.total(1).await.unwrap();
+    assert!(total.is_final);
+    let answer = common::census(common::SMALL).fold(&jobs, &counts).unwrap().value;
+    assert_eq!(total.answer, Some(answer));
+    assert_eq!(total.weighted_sum, weighted_sum_of(&jobs, &counts, jobs.len()));
+    let progress = store.progress(1).await.unwrap();
+    assert_eq!(progress.completions_counted, all.to_string());
+    assert_eq!(progress.workers[0].completions, all.to_string());
+    for class in store.class_totals(1).await.unwrap() {
+        let sum: BigUint =
+            jobs.iter().zip(&counts).filter(|(job, _)| job.group == class.label).map(|(_, &c)| BigUint::from(c)).sum();
+        assert_eq!(class.count_sum, sum);
+    }
+    // Run 2: its partial sums exact, it resumes and finishes exactly.
+    let half = weighted_sum_of(&jobs, &counts, 0);
+    assert_eq!(store.total(2).await.unwrap().weighted_sum, half);
+    let mut connection = sqlx::AnyConnection::connect(&direct).await.unwrap();
+    for (sql, value) in [
+        ("SELECT counted FROM runs WHERE id = 1", all.to_string()),
+        ("SELECT weighted_sum_so_far FROM run_progress WHERE run_id = 1", total.weighted_sum.to_string()),
+        ("SELECT weighted_sum_so_far FROM run_progress WHERE run_id = 2", half.to_string()),
+        ("SELECT completions FROM worker_stats WHERE run_id = 1", all.to_string()),
+        ("SELECT count FROM results WHERE id = 1", counts[0].to_string()),
+        ("SELECT count FROM jobs WHERE id = 1", counts[0].to_string()),
+    ] {
+        assert_eq!(typed(&mut connection, sql).await, ("text".to_string(), value), "{sql}");
+    }
+    connection.close().await.unwrap();
+
+    for worker in ["a", "b"] {
+        let leases = store.lease(Some(2), worker, 100, Duration::from_secs(600)).await.unwrap();
+        assert_eq!(leases.len(), jobs.len() / 2, "{worker}");
+        let reports: Vec<_> = leases
+            .iter()
+            .map(|lease| {
+                let index = jobs.iter().position(|job| job.key == lease.key).unwrap();
+                completion(lease, worker, counts[index])
+            })
+            .collect();
+        for outcome in store.complete_many(&reports).await.unwrap() {
+            outcome.unwrap();
+        }
+    }
+    let resumed = store.total(2).await.unwrap();
+    assert!(resumed.is_final);
+    assert_eq!(resumed.answer, total.answer);
+    assert_eq!(resumed.weighted_sum, total.weighted_sum);
+    store.close().await;
+    let _ = std::fs::remove_file(&path);
 }

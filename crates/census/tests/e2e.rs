@@ -215,6 +215,28 @@ fn ctrl_c_stops_a_run_of_long_jobs_and_it_resumes() {
     assert_eq!((status["run_id"].as_i64(), status["failed"].as_i64()), (Some(1), Some(0)), "{status}");
 }
 
+/// The 12x12 count (4x3 boxes) runs on a laptop's SQLite file, which holds
+/// its counts (past 2^64) exactly: `census run` creates its 144,578 jobs,
+/// stops on Ctrl-C with its leased job back to the queue, and the same run
+/// resumes. (Counting it takes hundreds of core-hours: never here.)
+#[test]
+fn a_4x3_run_is_created_on_sqlite_interrupted_and_resumed() {
+    let db = temp_db("twelve");
+    let args = ["run", "--database", &db, "--census", "shape boxes=4x3", "--workers", "1"];
+    let (code, printed) = interrupt_run(&args, 1, 0);
+    assert_eq!(code, Some(130), "{printed}");
+    assert!(printed.contains("shape boxes=4x3 (144578 classes), 144578 jobs"), "{printed}");
+    assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
+
+    let (code, printed) = interrupt_run(&args, 1, 0);
+    assert_eq!(code, Some(130), "{printed}");
+    assert!(printed.contains("shape boxes=4x3 (144578 classes), 144578 jobs"), "{printed}");
+    let status = census().args(["status", "--database", &db, "--json"]).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!((status["run_id"].as_i64(), status["failed"].as_i64()), (Some(1), Some(0)), "{status}");
+    assert_eq!(status["jobs_total"].as_i64(), Some(144_578), "{status}");
+}
+
 #[test]
 fn a_bad_database_path_is_a_clear_error() {
     let output = census().args(["run", "--database", "/nonexistent-dir/census.db"]).output().unwrap();

@@ -117,24 +117,29 @@ impl Backend {
         }
     }
 
-    /// The smaller of two numbers.
     /// A count, a sum or a weight bound as decimal text: NUMERIC in
-    /// Postgres, a 64-bit INTEGER in SQLite (see [`Backend::max_count`]).
+    /// Postgres; canonical decimal TEXT in SQLite (migration 0006), whose
+    /// 64-bit integers cannot hold 128-bit counts. SQLite does no
+    /// arithmetic on it: the store keeps its sums in Rust
+    /// ([`Backend::sums_in_sql`]).
     pub(super) fn count(self, parameter: &str) -> String {
         match self {
             Backend::Postgres => format!("CAST({parameter} AS NUMERIC)"),
-            Backend::Sqlite => format!("CAST({parameter} AS INTEGER)"),
+            Backend::Sqlite => format!("CAST({parameter} AS TEXT)"),
         }
     }
 
-    /// The largest count, sum or weight the backend holds exactly.
-    pub(super) fn max_count(self) -> u128 {
-        match self {
-            Backend::Postgres => u128::MAX,
-            Backend::Sqlite => i64::MAX as u128,
-        }
+    /// Whether the database adds counts exactly itself (Postgres's
+    /// NUMERIC: `count_sum = count_sum + $n`, views that multiply and sum).
+    /// SQLite would overflow to REAL, so there the store reads a sum, adds
+    /// in Rust and writes the new value, in the same transaction
+    /// (`exact.rs`), and stores each class's contribution and the run's
+    /// weighted sum so far.
+    pub(super) fn sums_in_sql(self) -> bool {
+        self == Backend::Postgres
     }
 
+    /// The smaller of two numbers.
     pub(super) fn least(self, a: &str, b: &str) -> String {
         match self {
             Backend::Postgres => format!("LEAST({a}, {b})"),
@@ -314,6 +319,7 @@ impl SqlStore {
             expected: Mutex::new(HashMap::new()),
             finished: Mutex::new(Vec::new()),
         };
+        store.rebuild_inexact_sums().await?;
         store.reopen_quarantined_results().await?;
         Ok(store)
     }

@@ -4,10 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use num_bigint::BigUint;
 use sqlx::Row;
 
-use super::backend::Backend;
 use super::decision::{JobView, Report, Verdict, decide};
+use super::exact::{ClassChanges, Direction};
 use super::{JobState, SqlStore, now_ms, parse_count};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
 
@@ -35,12 +36,12 @@ pub(super) struct RejectionRow {
 }
 
 /// Per-run changes of a batch.
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct RunDelta {
     done: i64,
     conflicts_opened: i64,
     failed_added: i64,
-    counted: u128,
+    counted: BigUint,
 }
 
 /// What a batch of completions changes.
@@ -51,10 +52,10 @@ struct Deltas {
     /// Jobs newly flagged with a conflict.
     conflicted: BTreeSet<JobId>,
     /// (run, class) -> (count added, jobs done added)
-    classes: BTreeMap<(RunId, i64), (u128, i64)>,
+    classes: ClassChanges,
     runs: BTreeMap<RunId, RunDelta>,
     /// (run, worker) -> (results accepted, completions)
-    workers: BTreeMap<(RunId, String), (i64, u128)>,
+    workers: BTreeMap<(RunId, String), (i64, BigUint)>,
     rejections: Vec<RejectionRow>,
 }
 
@@ -148,11 +149,6 @@ impl SqlStore {
                 outcomes.push(Err(StoreError::UnknownJob(c.job_id)));
                 continue;
             };
-            let max = self.backend.max_count();
-            if c.count > max || c.checked_count.is_some_and(|checked| checked > max) {
-                outcomes.push(Err(StoreError::CountTooLarge { job: c.job_id, count: c.count, max }));
-                continue;
-            }
             let report = Report {
                 worker: &c.worker,
                 token: &c.token,
@@ -230,14 +226,14 @@ impl SqlStore {
                     let entry = deltas.jobs.entry(c.job_id).or_insert((JobState::Done, Some(count), 0));
                     *entry = (JobState::Done, Some(count), entry.2 + 1);
                     let class = deltas.classes.entry((job.run, job.class)).or_default();
-                    class.0 = class.0.saturating_add(c.count);
+                    class.0 += count;
                     class.1 += 1;
                     let run = deltas.runs.entry(job.run).or_default();
                     run.done += 1;
-                    run.counted = run.counted.saturating_add(count);
+                    run.counted += count;
                     let tally = deltas.workers.entry((job.run, c.worker.clone())).or_default();
                     tally.0 += 1;
-                    tally.1 = tally.1.saturating_add(count);
+                    tally.1 += count;
                     Ok(CompleteOutcome::Recorded)
                 }
                 Verdict::NoQuorum { stored } => {
@@ -280,18 +276,28 @@ impl SqlStore {
         for job in &deltas.conflicted {
             sqlx::query("UPDATE jobs SET conflict = 1 WHERE id = $1").bind(*job).execute(&mut *tx).await?;
         }
-        self.add_to_classes(&mut tx, &deltas.classes).await?;
-        for ((run, worker), &(jobs, completions)) in &deltas.workers {
+        if self.backend.sums_in_sql() {
+            self.add_to_classes(&mut tx, &deltas.classes).await?;
+        } else {
+            self.change_classes_exactly(&mut tx, &deltas.classes, Direction::Add).await?;
+        }
+        for ((run, worker), (jobs, completions)) in &deltas.workers {
+            // Postgres adds; SQLite is given the exact new sum.
+            let (completions, new_completions) = if self.backend.sums_in_sql() {
+                (completions.to_string(), "worker_stats.completions + excluded.completions")
+            } else {
+                (self.completions_after(&mut tx, *run, worker, completions).await?, "excluded.completions")
+            };
             sqlx::query(&format!(
                 "INSERT INTO worker_stats (run_id, worker, jobs, completions, last_seen) VALUES ($1, $2, $3, {}, $5)
                  ON CONFLICT (run_id, worker) DO UPDATE SET jobs = worker_stats.jobs + excluded.jobs,
-                     completions = worker_stats.completions + excluded.completions, last_seen = excluded.last_seen",
+                     completions = {new_completions}, last_seen = excluded.last_seen",
                 self.backend.count("$4")
             ))
             .bind(*run)
             .bind(worker.clone())
-            .bind(jobs)
-            .bind(completions.to_string())
+            .bind(*jobs)
+            .bind(completions)
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -299,16 +305,20 @@ impl SqlStore {
         self.record_rejections(&mut tx, &deltas.rejections, now).await?;
         let mut finished = Vec::new();
         for (&run, delta) in &deltas.runs {
+            let (counted, new_counted) = if self.backend.sums_in_sql() {
+                (delta.counted.to_string(), format!("counted + {}", self.backend.count("$5")))
+            } else {
+                (self.counted_after(&mut tx, run, &delta.counted, Direction::Add).await?, self.backend.count("$5"))
+            };
             sqlx::query(&format!(
                 "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
-                        failed_jobs = failed_jobs + $4, counted = counted + {} WHERE id = $1",
-                self.backend.count("$5")
+                        failed_jobs = failed_jobs + $4, counted = {new_counted} WHERE id = $1"
             ))
             .bind(run)
             .bind(delta.done)
             .bind(delta.conflicts_opened)
             .bind(delta.failed_added)
-            .bind(delta.counted.to_string())
+            .bind(counted)
             .execute(&mut *tx)
             .await?;
             if delta.done > 0 && self.finish_if_complete(&mut tx, run).await? {
@@ -320,41 +330,39 @@ impl SqlStore {
         Ok(outcomes)
     }
 
-    /// Adds each class's counts and done jobs: one statement per chunk of
-    /// classes, not one a class (a batch of the 9x9 catalogue touches about a
-    /// hundred). Postgres locks the chunk's rows in (run, class) order first,
+    /// Postgres: adds each class's counts and done jobs in NUMERIC: one
+    /// statement per chunk of classes, not one a class (a batch of the 9x9
+    /// catalogue touches about a hundred). It locks the chunk's rows in (run, class) order first,
     /// as the one-by-one updates did, so batches that share classes cannot
-    /// deadlock; SQLite has one writer at a time.
+    /// deadlock. (SQLite: [`SqlStore::change_classes_exactly`].)
     async fn add_to_classes(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-        classes: &BTreeMap<(RunId, i64), (u128, i64)>,
+        classes: &ClassChanges,
     ) -> Result<(), StoreError> {
         let classes: Vec<_> = classes.iter().collect();
         let count = |p: &str| self.backend.count(p);
         for chunk in classes.chunks(self.backend.rows_per_statement(500, 4)) {
-            if self.backend == Backend::Postgres {
-                // A join with VALUES is an index probe a row; a row-value
-                // IN list of a hundred pairs was planned as a scan (36 ms).
-                let pairs = values_rows(chunk.len(), 1, &[&bigint, &bigint]);
-                let sql = format!(
-                    "SELECT 1 FROM classes c JOIN (VALUES {pairs}) AS v ON c.run_id = v.column1 AND c.class_id = v.column2
-                     ORDER BY c.run_id, c.class_id FOR UPDATE OF c"
-                );
-                let mut lock = sqlx::query(&sql);
-                for &(&(run, class), _) in chunk {
-                    lock = lock.bind(run).bind(class);
-                }
-                lock.fetch_all(&mut **tx).await?;
+            // A join with VALUES is an index probe a row; a row-value
+            // IN list of a hundred pairs was planned as a scan (36 ms).
+            let pairs = values_rows(chunk.len(), 1, &[&bigint, &bigint]);
+            let sql = format!(
+                "SELECT 1 FROM classes c JOIN (VALUES {pairs}) AS v ON c.run_id = v.column1 AND c.class_id = v.column2
+                 ORDER BY c.run_id, c.class_id FOR UPDATE OF c"
+            );
+            let mut lock = sqlx::query(&sql);
+            for &(&(run, class), _) in chunk {
+                lock = lock.bind(run).bind(class);
             }
+            lock.fetch_all(&mut **tx).await?;
             let rows = values_rows(chunk.len(), 1, &[&bigint, &bigint, &count, &bigint]);
             let sql = format!(
                 "UPDATE classes SET count_sum = classes.count_sum + v.column3, jobs_done = classes.jobs_done + v.column4
                  FROM (VALUES {rows}) AS v WHERE classes.run_id = v.column1 AND classes.class_id = v.column2"
             );
             let mut update = sqlx::query(&sql);
-            for &(&(run, class), &(count, jobs_done)) in chunk {
-                update = update.bind(run).bind(class).bind(count.to_string()).bind(jobs_done);
+            for &(&(run, class), (count, jobs_done)) in chunk {
+                update = update.bind(run).bind(class).bind(count.to_string()).bind(*jobs_done);
             }
             update.execute(&mut **tx).await?;
         }

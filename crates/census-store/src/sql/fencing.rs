@@ -112,7 +112,7 @@ impl SqlStore {
                     run: job.run,
                     attempt: job.attempt,
                     worker: c.worker.clone(),
-                    count: c.count.min(self.backend.max_count()),
+                    count: c.count,
                     reason: reason.clone(),
                 });
             }

@@ -13,6 +13,7 @@ mod auth;
 mod backend;
 mod completion;
 mod decision;
+mod exact;
 mod fencing;
 mod queue;
 mod remedies;

@@ -3,9 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use num_bigint::BigUint;
 use sqlx::Row;
 
-use super::{JobState, SqlStore, now_ms, parse_count};
+use super::exact::{ClassChanges, Direction};
+use super::{JobState, SqlStore, now_ms, parse_big};
 use crate::{JobId, RunId, StoreError};
 
 impl SqlStore {
@@ -51,10 +53,9 @@ impl SqlStore {
         ids.sort_unstable();
         ids.dedup();
         // (run, class) -> (count taken out, jobs done taken out)
-        let mut classes: BTreeMap<(RunId, i64), (u128, i64)> = BTreeMap::new();
+        let mut classes: ClassChanges = BTreeMap::new();
         // run -> (jobs done reopened, conflicts closed, failures closed, count taken out)
-        let mut runs: BTreeMap<RunId, (i64, i64, i64, u128)> = BTreeMap::new();
-        let overflow = || StoreError::Internal("a class's counts overflow 128 bits".into());
+        let mut runs: BTreeMap<RunId, (i64, i64, i64, BigUint)> = BTreeMap::new();
         for chunk in ids.chunks(self.backend.rows_per_statement(500, 1)) {
             let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
             let sql = format!(
@@ -83,41 +84,51 @@ impl SqlStore {
                     entry.2 += 1;
                 }
                 if state == JobState::Done {
-                    let count = parse_count(&row.try_get::<Option<String>, _>(2)?.unwrap_or_else(|| "0".into()))?;
+                    let count = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_else(|| "0".into()))?;
                     entry.0 += 1;
-                    entry.3 = entry.3.checked_add(count).ok_or_else(overflow)?;
+                    entry.3 += &count;
                     let class = classes.entry((run, class)).or_default();
-                    class.0 = class.0.checked_add(count).ok_or_else(overflow)?;
+                    class.0 += count;
                     class.1 += 1;
                 }
             }
         }
-        for (&(run, class), &(count, done)) in &classes {
-            sqlx::query(&format!(
-                "UPDATE classes SET count_sum = count_sum - {}, jobs_done = jobs_done - $4 WHERE run_id = $1 AND class_id = $2",
-                self.backend.count("$3")
-            ))
-            .bind(run)
-            .bind(class)
-            .bind(count.to_string())
-            .bind(done)
-            .execute(&mut **tx)
-            .await?;
+        // Postgres subtracts in NUMERIC; SQLite in Rust, exactly.
+        if self.backend.sums_in_sql() {
+            for (&(run, class), (count, done)) in &classes {
+                sqlx::query(&format!(
+                    "UPDATE classes SET count_sum = count_sum - {}, jobs_done = jobs_done - $4 WHERE run_id = $1 AND class_id = $2",
+                    self.backend.count("$3")
+                ))
+                .bind(run)
+                .bind(class)
+                .bind(count.to_string())
+                .bind(*done)
+                .execute(&mut **tx)
+                .await?;
+            }
+        } else {
+            self.change_classes_exactly(tx, &classes, Direction::TakeOut).await?;
         }
-        for (&run, &(done, conflicts, failed, count)) in &runs {
+        for (&run, &(done, conflicts, failed, ref count)) in &runs {
+            // Postgres subtracts; SQLite is given the exact new value.
+            let (counted, new_counted) = if self.backend.sums_in_sql() {
+                (count.to_string(), format!("counted - {}", self.backend.count("$5")))
+            } else {
+                (self.counted_after(tx, run, count, Direction::TakeOut).await?, self.backend.count("$5"))
+            };
             // Unfinished again: the answer is folded anew when the last job is.
             sqlx::query(&format!(
                 "UPDATE runs SET open_conflicts = open_conflicts - $2, jobs_remaining = jobs_remaining + $3,
-                        failed_jobs = failed_jobs - $4, counted = counted - {}, finished_at = NULL,
+                        failed_jobs = failed_jobs - $4, counted = {new_counted}, finished_at = NULL,
                         weighted_sum = NULL, answer = NULL
-                 WHERE id = $1",
-                self.backend.count("$5")
+                 WHERE id = $1"
             ))
             .bind(run)
             .bind(conflicts)
             .bind(done)
             .bind(failed)
-            .bind(count.to_string())
+            .bind(counted)
             .execute(&mut **tx)
             .await?;
         }

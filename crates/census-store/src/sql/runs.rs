@@ -107,12 +107,10 @@ impl SqlStore {
                     return Err(StoreError::Invalid(format!("{what} {text:?}: 1 to {MAX_KEY_LEN} characters")));
                 }
             }
-            if job.weight == 0 || job.weight > self.backend.max_count() {
+            if job.weight == 0 {
                 return Err(StoreError::Invalid(format!(
-                    "job {:?}: weight {} is not 1 to {}",
-                    job.key,
-                    job.weight,
-                    self.backend.max_count()
+                    "job {:?}: weight 0: a class has at least one member",
+                    job.key
                 )));
             }
             if !keys.insert(job.key.as_str()) {

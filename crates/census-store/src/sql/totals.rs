@@ -2,7 +2,7 @@
 //! of the job counts, its sums rechecked in SQL), and reading progress,
 //! answers and the per-class sums.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +11,8 @@ use num_bigint::BigUint;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{Backend, SqlStore, now_ms, parse_big, parse_count};
+use super::exact::contribution;
+use super::{SqlStore, now_ms, parse_big, parse_count};
 use crate::{ClassTotal, JobSpec, Progress, RunId, RunTotal, StoreError, WorkerProgress};
 
 /// A run's answer, folded from its jobs' counts, with the sums the
@@ -20,16 +21,55 @@ struct Folded {
     answer: Answer,
     /// Sum over classes of weight x (count sum)^class_power.
     weighted_sum: BigUint,
-    /// Per class label: the sum of its jobs' counts.
-    class_sums: BTreeMap<String, BigUint>,
+    /// Per class label: its weight and the sum of its jobs' counts.
+    class_sums: BTreeMap<String, (u128, BigUint)>,
 }
 
-/// The columns [`SqlStore::fold_rows`] reads, for the job rows it is given.
-const JOB_COLUMNS: &str = "j.key, c.label, CAST(c.weight AS TEXT), CAST(j.count AS TEXT)";
+/// Where a fold reads a run's jobs and counts: the done jobs (finishing a
+/// run), or the accepted results of the current rounds (rechecking a
+/// finished one). Each is read a page at a time, in the order of its first
+/// column, after `$2`: never the whole run at once.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    DoneJobs,
+    AcceptedResults,
+}
 
-/// What a class adds to the weighted sum: weight x (count sum)^power.
-fn contribution(weight: u128, count_sum: &BigUint, power: u32) -> BigUint {
-    BigUint::from(weight) * count_sum.pow(power)
+impl Source {
+    /// A page of (paging key, job key, class label, weight, count) rows.
+    fn page_sql(self) -> &'static str {
+        match self {
+            Source::DoneJobs => {
+                "SELECT j.id, j.key, c.label, CAST(c.weight AS TEXT), CAST(j.count AS TEXT)
+                 FROM jobs j JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
+                 WHERE j.run_id = $1 AND j.state = 'done' AND j.id > $2 ORDER BY j.id LIMIT $3"
+            }
+            Source::AcceptedResults => {
+                "SELECT x.id, j.key, c.label, CAST(c.weight AS TEXT), CAST(x.count AS TEXT)
+                 FROM results x
+                 JOIN jobs j ON j.id = x.job_id AND j.round = x.round AND j.state = 'done'
+                 JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
+                 WHERE x.run_id = $1 AND x.outcome = 'accepted' AND x.id > $2 ORDER BY x.id LIMIT $3"
+            }
+        }
+    }
+}
+
+/// Rows a page of a fold or a check reads (a few MB at most).
+const PAGE: i64 = 10_000;
+
+/// The fold of `counts` (one per job of `jobs`), the census's own jobs being
+/// `expected`, with its class sums and weighted sum.
+fn fold_counts(census: Census, expected: &[JobSpec], jobs: &[JobSpec], counts: &[u128]) -> Result<Folded, StoreError> {
+    let answer = census.fold_against(expected, jobs, counts).map_err(StoreError::Fold)?;
+    let mut class_sums: BTreeMap<String, (u128, BigUint)> = BTreeMap::new();
+    for (job, &count) in jobs.iter().zip(counts) {
+        let class = class_sums.entry(job.group.clone()).or_insert_with(|| (job.weight, BigUint::default()));
+        class.1 += count;
+    }
+    let weighted_sum =
+        class_sums.values().map(|(weight, sum)| contribution(&BigUint::from(*weight), sum, census.class_power())).sum();
+    Ok(Folded { answer, weighted_sum, class_sums })
 }
 
 impl SqlStore {
@@ -49,35 +89,96 @@ impl SqlStore {
         Ok(jobs)
     }
 
-    /// Folds rows of [`JOB_COLUMNS`] (one per job, with its count) with the
-    /// run's census. The fold refuses anything but exactly the census's
-    /// jobs, each once, so a partial or forged job list never gives an answer.
-    async fn fold_rows(&self, census: &str, rows: Vec<AnyRow>) -> Result<Folded, StoreError> {
+    /// Folds the run's jobs and counts from `source` with the run's census.
+    /// The rows are read a page at a time and matched, as they come, with
+    /// the census's own jobs (kept once per census): what is held besides
+    /// is one count a job, never the rows. Anything but exactly the
+    /// census's jobs, each once, is refused by the census's fold (which
+    /// names what is wrong), so a partial or forged job list never gives
+    /// an answer.
+    async fn fold_run(
+        &self,
+        connection: &mut sqlx::AnyConnection,
+        census: &str,
+        run: RunId,
+        source: Source,
+    ) -> Result<Folded, StoreError> {
         let census: Census = census.parse().map_err(StoreError::Fold)?;
         let expected = self.expected_jobs(census).await?;
-        let mut jobs = Vec::with_capacity(rows.len());
-        let mut counts = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let weight = parse_count(&row.try_get::<String, _>(2)?)?;
-            jobs.push(JobSpec { key: row.try_get(0)?, group: row.try_get(1)?, weight });
-            counts.push(parse_count(&row.try_get::<Option<String>, _>(3)?.unwrap_or_default())?);
-        }
-        tokio::task::spawn_blocking(move || {
-            let answer = census.fold_against(&expected, &jobs, &counts).map_err(StoreError::Fold)?;
-            let mut class_sums: BTreeMap<String, BigUint> = BTreeMap::new();
-            let mut weights: BTreeMap<&str, u128> = BTreeMap::new();
-            for (job, &count) in jobs.iter().zip(&counts) {
-                *class_sums.entry(job.group.clone()).or_default() += count;
-                weights.insert(&job.group, job.weight);
+        let mut counts: Vec<Option<u128>> = vec![None; expected.len()];
+        // The rows come in the census's order unless the run was made by an
+        // older version; then a key is looked up.
+        let mut by_key: Option<HashMap<&str, usize>> = None;
+        let mut next = 0;
+        let mut faithful = true;
+        let mut after = -1i64;
+        'pages: loop {
+            let page =
+                sqlx::query(source.page_sql()).bind(run).bind(after).bind(PAGE).fetch_all(&mut *connection).await?;
+            let Some(last) = page.last() else { break };
+            after = last.try_get(0)?;
+            for row in &page {
+                let key: String = row.try_get(1)?;
+                let position = if expected.get(next).is_some_and(|job| job.key == key) {
+                    Some(next)
+                } else {
+                    by_key
+                        .get_or_insert_with(|| {
+                            expected.iter().enumerate().map(|(i, job)| (job.key.as_str(), i)).collect()
+                        })
+                        .get(key.as_str())
+                        .copied()
+                };
+                let job = position.map(|i| (i, &expected[i]));
+                let Some((i, job)) = job.filter(|(i, _)| counts[*i].is_none()) else {
+                    faithful = false;
+                    break 'pages;
+                };
+                if job.group != row.try_get::<String, _>(2)?
+                    || job.weight != parse_count(&row.try_get::<String, _>(3)?)?
+                {
+                    faithful = false;
+                    break 'pages;
+                }
+                counts[i] = Some(parse_count(&row.try_get::<Option<String>, _>(4)?.unwrap_or_default())?);
+                next = i + 1;
             }
-            let weighted_sum = class_sums
-                .iter()
-                .map(|(label, sum)| contribution(weights[label.as_str()], sum, census.class_power()))
-                .sum();
-            Ok(Folded { answer, weighted_sum, class_sums })
-        })
-        .await
-        .map_err(|e| StoreError::Internal(format!("folding the answer panicked: {e}")))?
+        }
+        if !faithful || counts.iter().any(Option::is_none) {
+            return self.fold_every_row(connection, census, expected, run, source).await;
+        }
+        let counts: Vec<u128> = counts.into_iter().flatten().collect();
+        tokio::task::spawn_blocking(move || fold_counts(census, &expected, &expected, &counts))
+            .await
+            .map_err(|e| StoreError::Internal(format!("folding the answer panicked: {e}")))?
+    }
+
+    /// The fold of a run whose rows are not exactly its census's jobs: all
+    /// of them, as stored, for the census's fold to say what is wrong.
+    async fn fold_every_row(
+        &self,
+        connection: &mut sqlx::AnyConnection,
+        census: Census,
+        expected: Arc<Vec<JobSpec>>,
+        run: RunId,
+        source: Source,
+    ) -> Result<Folded, StoreError> {
+        let (mut jobs, mut counts) = (Vec::new(), Vec::new());
+        let mut after = -1i64;
+        loop {
+            let page =
+                sqlx::query(source.page_sql()).bind(run).bind(after).bind(PAGE).fetch_all(&mut *connection).await?;
+            let Some(last) = page.last() else { break };
+            after = last.try_get(0)?;
+            for row in &page {
+                let weight = parse_count(&row.try_get::<String, _>(3)?)?;
+                jobs.push(JobSpec { key: row.try_get(1)?, group: row.try_get(2)?, weight });
+                counts.push(parse_count(&row.try_get::<Option<String>, _>(4)?.unwrap_or_default())?);
+            }
+        }
+        tokio::task::spawn_blocking(move || fold_counts(census, &expected, &jobs, &counts))
+            .await
+            .map_err(|e| StoreError::Internal(format!("folding the answer panicked: {e}")))?
     }
 
     /// Folds a final answer again from the accepted results of the current
@@ -87,25 +188,18 @@ impl SqlStore {
         let census: String = row.try_get(8)?;
         let stored_answer = parse_big(&row.try_get::<Option<String>, _>(3)?.unwrap_or_default())?;
         let stored_sum = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_default())?;
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM results x
-             JOIN jobs j ON j.id = x.job_id AND j.round = x.round AND j.state = 'done'
-             JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
-             WHERE x.run_id = $1 AND x.outcome = 'accepted' ORDER BY j.id",
-            JOB_COLUMNS.replace("j.count", "x.count")
-        ))
-        .bind(run)
-        .fetch_all(&self.pool)
-        .await?;
-        let accepted = rows.len();
         let refused = |computed: String| {
             tracing::error!(run, stored = %stored_answer, %computed, "the stored answer does not match the accepted results");
             StoreError::TotalMismatch {
                 stored: format!("{stored_answer} (weighted sum {stored_sum})"),
-                computed: format!("{computed}, from {accepted} accepted results"),
+                computed: format!("{computed}, from the accepted results"),
             }
         };
-        let folded = self.fold_rows(&census, rows).await.map_err(|e| refused(e.to_string()))?;
+        let mut connection = self.pool.acquire().await?;
+        let folded = self
+            .fold_run(&mut connection, &census, run, Source::AcceptedResults)
+            .await
+            .map_err(|e| refused(e.to_string()))?;
         if folded.answer.value != stored_answer || folded.weighted_sum != stored_sum {
             return Err(refused(format!("{} (weighted sum {})", folded.answer.value, folded.weighted_sum)));
         }
@@ -114,8 +208,12 @@ impl SqlStore {
 
     /// Writes the answer if every job of the run is done and no conflict is
     /// open, inside the caller's transaction; true when it did. The census
-    /// folds the jobs' counts in Rust; the database's class sums and weighted
-    /// sum must agree with the same counts, or the transaction aborts.
+    /// folds the jobs' counts in Rust; the database's class sums and
+    /// contributions and its weighted sum so far must agree with the same
+    /// counts, or the transaction aborts. (Postgres computes the
+    /// contributions and their sum in NUMERIC in its views; SQLite stores
+    /// those the store kept exactly in Rust, so this checks that no batch
+    /// added wrongly.)
     pub(super) async fn finish_if_complete(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
@@ -131,44 +229,45 @@ impl SqlStore {
             return Ok(false);
         }
         let census: String = row.try_get(3)?;
-        let jobs = sqlx::query(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
-             WHERE j.run_id = $1 AND j.state = 'done' ORDER BY j.id"
-        ))
-        .bind(run)
-        .fetch_all(&mut **tx)
-        .await?;
-        let folded = self.fold_rows(&census, jobs).await?;
-        let classes = sqlx::query("SELECT label, CAST(count_sum AS TEXT) FROM classes WHERE run_id = $1")
+        let folded = self.fold_run(tx, &census, run, Source::DoneJobs).await?;
+        let power = census.parse::<Census>().map_err(StoreError::Fold)?.class_power();
+        let mut after = -1i64;
+        loop {
+            let page = sqlx::query(
+                "SELECT class_id, label, CAST(count_sum AS TEXT), CAST(contribution AS TEXT) FROM group_totals
+                 WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3",
+            )
             .bind(run)
+            .bind(after)
+            .bind(PAGE)
             .fetch_all(&mut **tx)
             .await?;
-        for class in &classes {
-            let label: String = class.try_get(0)?;
-            let in_sql = parse_big(&class.try_get::<String, _>(1)?)?;
-            let from_jobs = folded.class_sums.get(&label).cloned().unwrap_or_default();
-            if in_sql != from_jobs {
-                return Err(StoreError::TotalMismatch {
-                    stored: format!("class {label:?}: count sum {in_sql}"),
-                    computed: format!("{from_jobs} from its jobs"),
-                });
+            let Some(last) = page.last() else { break };
+            after = last.try_get(0)?;
+            for class in &page {
+                let label: String = class.try_get(1)?;
+                let in_sql = parse_big(&class.try_get::<String, _>(2)?)?;
+                let share_in_sql = parse_big(&class.try_get::<String, _>(3)?)?;
+                let (weight, from_jobs) = folded.class_sums.get(&label).cloned().unwrap_or_default();
+                let share = contribution(&BigUint::from(weight), &from_jobs, power);
+                if in_sql != from_jobs || share_in_sql != share {
+                    return Err(StoreError::TotalMismatch {
+                        stored: format!("class {label:?}: count sum {in_sql}, contribution {share_in_sql}"),
+                        computed: format!("{from_jobs} and {share} from its jobs"),
+                    });
+                }
             }
         }
-        // Postgres sums the contributions exactly (NUMERIC); SQLite's
-        // 64-bit integers would overflow for big censuses, so there the
-        // class sums above are the check.
-        if self.backend == Backend::Postgres {
-            let in_sql = sqlx::query("SELECT CAST(SUM(contribution) AS TEXT) FROM group_totals WHERE run_id = $1")
-                .bind(run)
-                .fetch_one(&mut **tx)
-                .await?;
-            let sql_sum = parse_big(&in_sql.try_get::<String, _>(0)?)?;
-            if sql_sum != folded.weighted_sum {
-                return Err(StoreError::TotalMismatch {
-                    stored: format!("weighted sum {sql_sum}"),
-                    computed: folded.weighted_sum.to_string(),
-                });
-            }
+        let in_sql = sqlx::query("SELECT CAST(weighted_sum_so_far AS TEXT) FROM run_progress WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&mut **tx)
+            .await?;
+        let sql_sum = parse_big(&in_sql.try_get::<String, _>(0)?)?;
+        if sql_sum != folded.weighted_sum {
+            return Err(StoreError::TotalMismatch {
+                stored: format!("weighted sum {sql_sum}"),
+                computed: folded.weighted_sum.to_string(),
+            });
         }
         let update = format!(
             "UPDATE runs SET finished_at = $1, weighted_sum = {}, answer = {} WHERE id = $4",
@@ -267,13 +366,12 @@ impl SqlStore {
                 terms: folded.answer.terms,
             });
         }
-        let power = census.parse::<Census>().map_or(1, |census| census.class_power());
-        let weighted_sum = self
-            .read_class_totals(run)
-            .await?
-            .iter()
-            .map(|class| contribution(class.weight, &class.count_sum, power))
-            .sum();
+        // One row: the sum the store keeps (SQLite) or Postgres adds up.
+        let so_far = sqlx::query("SELECT CAST(weighted_sum_so_far AS TEXT) FROM run_progress WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&self.pool)
+            .await?;
+        let weighted_sum = parse_big(&so_far.try_get::<Option<String>, _>(0)?.unwrap_or_else(|| "0".into()))?;
         Ok(RunTotal { run_id: run, census, is_final: false, weighted_sum, answer: None, terms: Vec::new() })
     }
 

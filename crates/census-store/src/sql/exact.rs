@@ -1,0 +1,280 @@
+//! Exact sums on SQLite (migration 0006). SQLite's numbers are 64-bit
+//! integers or doubles, so counts, weights and sums are canonical decimal
+//! TEXT there and SQLite never adds them: the store reads a sum, adds in
+//! Rust (`num-bigint`) and writes the new value, in the transaction that
+//! records the results (SQLite has one writer at a time, so nothing can
+//! change the sum in between). It keeps, per class, the count sum and the
+//! contribution (weight x count sum^class_power), and per run the count of
+//! done jobs' counts and the weighted sum so far, so the views only show
+//! stored text. Postgres adds NUMERIC exactly in SQL and computes the same
+//! columns in its views ([`super::Backend::sums_in_sql`]).
+
+use std::collections::BTreeMap;
+
+use num_bigint::BigUint;
+use sqlx::Row;
+
+use super::{SqlStore, parse_big};
+use crate::{RunId, StoreError};
+
+/// Counts added to (or taken out of) classes: (run, class) -> (count, jobs done).
+pub(super) type ClassChanges = BTreeMap<(RunId, i64), (BigUint, i64)>;
+
+/// Whether counts come in (results accepted) or go out (jobs reopened).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Direction {
+    Add,
+    TakeOut,
+}
+
+impl Direction {
+    fn apply(self, old: &BigUint, amount: &BigUint, what: &dyn Fn() -> String) -> Result<BigUint, StoreError> {
+        match self {
+            Direction::Add => Ok(old + amount),
+            Direction::TakeOut if amount <= old => Ok(old - amount),
+            Direction::TakeOut => {
+                Err(StoreError::Internal(format!("{}: taking {amount} out of {old} would go below zero", what())))
+            }
+        }
+    }
+}
+
+/// What a class adds to its run's weighted sum: weight x count sum^power.
+pub(super) fn contribution(weight: &BigUint, count_sum: &BigUint, power: u32) -> BigUint {
+    weight * count_sum.pow(power)
+}
+
+/// How many rows a page of a walk over a run's jobs or classes reads.
+const PAGE: i64 = 10_000;
+
+impl SqlStore {
+    /// SQLite: adds (or takes out) `changes` in the classes' count sums and
+    /// done jobs, with their contributions and their runs' weighted sums so
+    /// far, exactly. Classes and runs are written in key order.
+    pub(super) async fn change_classes_exactly(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        changes: &ClassChanges,
+        direction: Direction,
+    ) -> Result<(), StoreError> {
+        let mut by_run: BTreeMap<RunId, Vec<(i64, &BigUint, i64)>> = BTreeMap::new();
+        for (&(run, class), (count, jobs)) in changes {
+            by_run.entry(run).or_default().push((class, count, *jobs));
+        }
+        for (run, classes) in by_run {
+            let power = self.class_power_in(tx, run).await?;
+            let (mut added, mut removed) = (BigUint::default(), BigUint::default());
+            for chunk in classes.chunks(self.backend.rows_per_statement(500, 4)) {
+                let placeholders: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
+                let sql = format!(
+                    "SELECT class_id, weight, count_sum, contribution FROM classes
+                     WHERE run_id = $1 AND class_id IN ({})",
+                    placeholders.join(", ")
+                );
+                let mut query = sqlx::query(&sql).bind(run);
+                for (class, _, _) in chunk {
+                    query = query.bind(*class);
+                }
+                let mut stored: BTreeMap<i64, (BigUint, BigUint, BigUint)> = BTreeMap::new();
+                for row in query.fetch_all(&mut **tx).await? {
+                    let weight = parse_big(&row.try_get::<String, _>(1)?)?;
+                    let sum = parse_big(&row.try_get::<String, _>(2)?)?;
+                    let old = parse_big(&row.try_get::<String, _>(3)?)?;
+                    stored.insert(row.try_get(0)?, (weight, sum, old));
+                }
+                let mut rows = Vec::with_capacity(chunk.len());
+                for &(class, count, jobs) in chunk {
+                    let (weight, sum, old) = stored
+                        .get(&class)
+                        .ok_or_else(|| StoreError::Internal(format!("run {run} has no class {class}")))?;
+                    let sum = direction.apply(sum, count, &|| format!("run {run}, class {class}: count sum"))?;
+                    let new = contribution(weight, &sum, power);
+                    added += &new;
+                    removed += old;
+                    let jobs = if direction == Direction::Add { jobs } else { -jobs };
+                    rows.push((class, sum.to_string(), new.to_string(), jobs));
+                }
+                let values: Vec<String> = (0..rows.len())
+                    .map(|i| {
+                        let p = i * 4 + 2;
+                        format!("(CAST(${p} AS BIGINT), ${}, ${}, CAST(${} AS BIGINT))", p + 1, p + 2, p + 3)
+                    })
+                    .collect();
+                let sql = format!(
+                    "UPDATE classes SET count_sum = v.column2, contribution = v.column3,
+                            jobs_done = classes.jobs_done + v.column4
+                     FROM (VALUES {}) AS v WHERE classes.run_id = $1 AND classes.class_id = v.column1",
+                    values.join(", ")
+                );
+                let mut update = sqlx::query(&sql).bind(run);
+                for (class, sum, contribution, jobs) in rows {
+                    update = update.bind(class).bind(sum).bind(contribution).bind(jobs);
+                }
+                update.execute(&mut **tx).await?;
+            }
+            let so_far = sqlx::query("SELECT weighted_sum_so_far FROM runs WHERE id = $1")
+                .bind(run)
+                .fetch_one(&mut **tx)
+                .await?
+                .try_get::<String, _>(0)?;
+            let so_far = parse_big(&so_far)? + added;
+            let so_far = Direction::TakeOut.apply(&so_far, &removed, &|| format!("run {run}: weighted sum so far"))?;
+            sqlx::query("UPDATE runs SET weighted_sum_so_far = $2 WHERE id = $1")
+                .bind(run)
+                .bind(so_far.to_string())
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// SQLite: the run's `counted` once `amount` is added or taken out.
+    pub(super) async fn counted_after(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        run: RunId,
+        amount: &BigUint,
+        direction: Direction,
+    ) -> Result<String, StoreError> {
+        let counted: String =
+            sqlx::query("SELECT counted FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?.try_get(0)?;
+        Ok(direction.apply(&parse_big(&counted)?, amount, &|| format!("run {run}: counted"))?.to_string())
+    }
+
+    /// SQLite: a worker's completions in a run once `amount` is added.
+    pub(super) async fn completions_after(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        run: RunId,
+        worker: &str,
+        amount: &BigUint,
+    ) -> Result<String, StoreError> {
+        let stored = sqlx::query("SELECT completions FROM worker_stats WHERE run_id = $1 AND worker = $2")
+            .bind(run)
+            .bind(worker)
+            .fetch_optional(&mut **tx)
+            .await?;
+        let old = match stored {
+            Some(row) => parse_big(&row.try_get::<String, _>(0)?)?,
+            None => BigUint::default(),
+        };
+        Ok((old + amount).to_string())
+    }
+
+    async fn class_power_in(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, run: RunId) -> Result<u32, StoreError> {
+        let power: i64 = sqlx::query("SELECT class_power FROM runs WHERE id = $1")
+            .bind(run)
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get(0)?;
+        Ok(power as u32)
+    }
+
+    /// SQLite, on opening: rebuilds the sums of every run that migration
+    /// 0006 marked (`sums_exact = 0`): its sums were 64-bit INTEGERs that
+    /// may have overflowed to REAL. Each is summed again exactly from the
+    /// run's own rows (the done jobs' counts, which were exact 64-bit
+    /// integers, and the accepted results), one run a transaction, walking
+    /// the rows a page at a time.
+    pub(super) async fn rebuild_inexact_sums(&self) -> Result<(), StoreError> {
+        if self.backend.sums_in_sql() {
+            return Ok(());
+        }
+        let runs: Vec<RunId> = sqlx::query("SELECT id FROM runs WHERE sums_exact = 0 ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<_, _>>()?;
+        for run in runs {
+            let mut tx = self.pool.begin().await?;
+            let power = self.class_power_in(&mut tx, run).await?;
+            let mut class_sums: BTreeMap<i64, BigUint> = BTreeMap::new();
+            let mut counted = BigUint::default();
+            let mut after = -1i64;
+            loop {
+                let page = sqlx::query(
+                    "SELECT id, class_id, count FROM jobs WHERE run_id = $1 AND state = 'done' AND id > $2
+                     ORDER BY id LIMIT $3",
+                )
+                .bind(run)
+                .bind(after)
+                .bind(PAGE)
+                .fetch_all(&mut *tx)
+                .await?;
+                let Some(last) = page.last() else { break };
+                after = last.try_get(0)?;
+                for row in &page {
+                    let count = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_else(|| "0".into()))?;
+                    counted += &count;
+                    *class_sums.entry(row.try_get(1)?).or_default() += count;
+                }
+            }
+            let mut weighted = BigUint::default();
+            let mut after = -1i64;
+            loop {
+                let page = sqlx::query(
+                    "SELECT class_id, weight FROM classes WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3",
+                )
+                .bind(run)
+                .bind(after)
+                .bind(PAGE)
+                .fetch_all(&mut *tx)
+                .await?;
+                let Some(last) = page.last() else { break };
+                after = last.try_get(0)?;
+                for row in &page {
+                    let class: i64 = row.try_get(0)?;
+                    let weight = parse_big(&row.try_get::<String, _>(1)?)?;
+                    let sum = class_sums.remove(&class).unwrap_or_default();
+                    let share = contribution(&weight, &sum, power);
+                    weighted += &share;
+                    sqlx::query(
+                        "UPDATE classes SET count_sum = $3, contribution = $4 WHERE run_id = $1 AND class_id = $2",
+                    )
+                    .bind(run)
+                    .bind(class)
+                    .bind(sum.to_string())
+                    .bind(share.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
+            let mut completions: BTreeMap<String, BigUint> = BTreeMap::new();
+            let mut after = -1i64;
+            loop {
+                let page = sqlx::query(
+                    "SELECT id, worker, count FROM results WHERE run_id = $1 AND outcome = 'accepted' AND id > $2
+                     ORDER BY id LIMIT $3",
+                )
+                .bind(run)
+                .bind(after)
+                .bind(PAGE)
+                .fetch_all(&mut *tx)
+                .await?;
+                let Some(last) = page.last() else { break };
+                after = last.try_get(0)?;
+                for row in &page {
+                    *completions.entry(row.try_get(1)?).or_default() += parse_big(&row.try_get::<String, _>(2)?)?;
+                }
+            }
+            for (worker, sum) in &completions {
+                sqlx::query("UPDATE worker_stats SET completions = $3 WHERE run_id = $1 AND worker = $2")
+                    .bind(run)
+                    .bind(worker)
+                    .bind(sum.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query("UPDATE runs SET counted = $2, weighted_sum_so_far = $3, sums_exact = 1 WHERE id = $1")
+                .bind(run)
+                .bind(counted.to_string())
+                .bind(weighted.to_string())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            tracing::info!(run, "the run's sums were rebuilt exactly (migration 0006)");
+        }
+        Ok(())
+    }
+}
