@@ -27,8 +27,12 @@ struct Folded {
 
 /// Where a fold reads a run's jobs and counts: the done jobs (finishing a
 /// run), or the accepted results of the current rounds (rechecking a
-/// finished one). Each is read a page at a time, in the order of its first
-/// column, after `$2`: never the whole run at once.
+/// finished one). Each is read a page at a time, never the whole run at
+/// once, walking the run's done jobs in id order along the (run, state, id)
+/// index, after the page key ($2, $3): the job id, and the result id, so a
+/// job with two accepted results (a damaged file) is never cut between
+/// pages. (Paging results by their own id sorted every result of the run
+/// for each page.)
 #[derive(Debug, Clone, Copy)]
 enum Source {
     DoneJobs,
@@ -36,22 +40,34 @@ enum Source {
 }
 
 impl Source {
-    /// A page of (paging key, job key, class label, weight, count) rows.
+    /// A page of (job id, row id, job key, class label, weight, count) rows.
     fn page_sql(self) -> &'static str {
         match self {
             Source::DoneJobs => {
-                "SELECT j.id, j.key, c.label, CAST(c.weight AS TEXT), CAST(j.count AS TEXT)
+                "SELECT j.id, j.id, j.key, c.label, CAST(c.weight AS TEXT), CAST(j.count AS TEXT)
                  FROM jobs j JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
-                 WHERE j.run_id = $1 AND j.state = 'done' AND j.id > $2 ORDER BY j.id LIMIT $3"
+                 WHERE j.run_id = $1 AND j.state = 'done' AND j.id >= $2 AND (j.id > $2 OR j.id > $3)
+                 ORDER BY j.id LIMIT $4"
             }
             Source::AcceptedResults => {
-                "SELECT x.id, j.key, c.label, CAST(c.weight AS TEXT), CAST(x.count AS TEXT)
-                 FROM results x
-                 JOIN jobs j ON j.id = x.job_id AND j.round = x.round AND j.state = 'done'
+                "SELECT j.id, x.id, j.key, c.label, CAST(c.weight AS TEXT), CAST(x.count AS TEXT)
+                 FROM jobs j
+                 JOIN results x ON x.job_id = j.id AND x.round = j.round AND x.outcome = 'accepted'
                  JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
-                 WHERE x.run_id = $1 AND x.outcome = 'accepted' AND x.id > $2 ORDER BY x.id LIMIT $3"
+                 WHERE j.run_id = $1 AND j.state = 'done' AND j.id >= $2 AND (j.id > $2 OR x.id > $3)
+                 ORDER BY j.id, x.id LIMIT $4"
             }
         }
+    }
+
+    /// One page of rows after the page key `after`.
+    async fn page(
+        self,
+        connection: &mut sqlx::AnyConnection,
+        run: RunId,
+        after: (i64, i64),
+    ) -> Result<Vec<AnyRow>, StoreError> {
+        Ok(sqlx::query(self.page_sql()).bind(run).bind(after.0).bind(after.1).bind(PAGE).fetch_all(connection).await?)
     }
 }
 
@@ -111,14 +127,13 @@ impl SqlStore {
         let mut by_key: Option<HashMap<&str, usize>> = None;
         let mut next = 0;
         let mut faithful = true;
-        let mut after = -1i64;
+        let mut after = (-1i64, -1i64);
         'pages: loop {
-            let page =
-                sqlx::query(source.page_sql()).bind(run).bind(after).bind(PAGE).fetch_all(&mut *connection).await?;
+            let page = source.page(connection, run, after).await?;
             let Some(last) = page.last() else { break };
-            after = last.try_get(0)?;
+            after = (last.try_get(0)?, last.try_get(1)?);
             for row in &page {
-                let key: String = row.try_get(1)?;
+                let key: String = row.try_get(2)?;
                 let position = if expected.get(next).is_some_and(|job| job.key == key) {
                     Some(next)
                 } else {
@@ -134,13 +149,13 @@ impl SqlStore {
                     faithful = false;
                     break 'pages;
                 };
-                if job.group != row.try_get::<String, _>(2)?
-                    || job.weight != parse_count(&row.try_get::<String, _>(3)?)?
+                if job.group != row.try_get::<String, _>(3)?
+                    || job.weight != parse_count(&row.try_get::<String, _>(4)?)?
                 {
                     faithful = false;
                     break 'pages;
                 }
-                counts[i] = Some(parse_count(&row.try_get::<Option<String>, _>(4)?.unwrap_or_default())?);
+                counts[i] = Some(parse_count(&row.try_get::<Option<String>, _>(5)?.unwrap_or_default())?);
                 next = i + 1;
             }
         }
@@ -164,16 +179,15 @@ impl SqlStore {
         source: Source,
     ) -> Result<Folded, StoreError> {
         let (mut jobs, mut counts) = (Vec::new(), Vec::new());
-        let mut after = -1i64;
+        let mut after = (-1i64, -1i64);
         loop {
-            let page =
-                sqlx::query(source.page_sql()).bind(run).bind(after).bind(PAGE).fetch_all(&mut *connection).await?;
+            let page = source.page(connection, run, after).await?;
             let Some(last) = page.last() else { break };
-            after = last.try_get(0)?;
+            after = (last.try_get(0)?, last.try_get(1)?);
             for row in &page {
-                let weight = parse_count(&row.try_get::<String, _>(3)?)?;
-                jobs.push(JobSpec { key: row.try_get(1)?, group: row.try_get(2)?, weight });
-                counts.push(parse_count(&row.try_get::<Option<String>, _>(4)?.unwrap_or_default())?);
+                let weight = parse_count(&row.try_get::<String, _>(4)?)?;
+                jobs.push(JobSpec { key: row.try_get(2)?, group: row.try_get(3)?, weight });
+                counts.push(parse_count(&row.try_get::<Option<String>, _>(5)?.unwrap_or_default())?);
             }
         }
         tokio::task::spawn_blocking(move || fold_counts(census, &expected, &jobs, &counts))
