@@ -284,8 +284,11 @@ pub enum StoreError {
     Invalid(String),
     #[error("the stored total {stored} does not equal the exact total {computed}")]
     TotalMismatch { stored: String, computed: String },
+    /// The database cannot be opened: `reason` is the server's or the
+    /// network's own (connection refused, no such database, ...);
+    /// `retryable` says whether trying again later may help.
     #[error("the database {url} cannot be opened: {reason}")]
-    Connect { url: String, reason: String },
+    Connect { url: String, reason: String, retryable: bool },
     /// The location itself is wrong (not a URL or file census can use, a
     /// file that is no SQLite database): bad input, never worth a retry.
     #[error("the database {url} cannot be used: {reason}")]
@@ -317,7 +320,7 @@ impl StoreError {
     /// Whether the same call may succeed later (the database was
     /// unreachable or a transaction lost a race), as opposed to a permanent refusal.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_) | StoreError::Connect { .. })
+        matches!(self, StoreError::Unavailable(_) | StoreError::Connect { retryable: true, .. })
     }
 }
 

@@ -158,10 +158,17 @@ struct Cluster {
     /// Commits survive a server crash (synchronous_commit on): crash tests
     /// need it; the shared server trades it for speed.
     durable: bool,
+    /// The user's password, when the server asks for one.
+    password: Option<String>,
 }
 
 impl Cluster {
     fn init(dir: PathBuf) -> Cluster {
+        Cluster::init_with(dir, None)
+    }
+
+    /// `password`: the user must give it (scram-sha-256), instead of being trusted.
+    fn init_with(dir: PathBuf, password: Option<&str>) -> Cluster {
         let initdb = binary("initdb");
         let account = server_account();
         remove_stale_directories();
@@ -170,21 +177,34 @@ impl Cluster {
         if let Some((uid, gid)) = account {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).expect("give the test server's directory to postgres");
         }
-        let output = command_as(&initdb, account)
-            .arg("-D")
-            .arg(dir.join("data"))
-            .args(["-U", USER, "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", initdb.display()));
+        let mut initdb_command = command_as(&initdb, account);
+        initdb_command.arg("-D").arg(dir.join("data")).args(["-U", USER, "--no-sync", "-E", "UTF8", "--locale=C"]);
+        match password {
+            None => initdb_command.args(["-A", "trust"]),
+            Some(password) => {
+                let file = dir.join("password");
+                std::fs::write(&file, format!("{password}\n")).expect("write the password file");
+                if let Some((uid, gid)) = account {
+                    std::os::unix::fs::chown(&file, Some(uid), Some(gid)).expect("give the password file to postgres");
+                }
+                initdb_command.args(["-A", "scram-sha-256"]).arg(format!("--pwfile={}", file.display()))
+            }
+        };
+        let output = initdb_command.output().unwrap_or_else(|e| panic!("cannot run {}: {e}", initdb.display()));
         assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
-        Cluster { dir, account, durable: false }
+        Cluster { dir, account, durable: false, password: password.map(str::to_string) }
     }
 
     /// Starts the server from the process's lasting thread: the parent-death
     /// signal fires when the spawning *thread* ends, and a test's threads
     /// (tokio's blocking pool, say) end long before the test does.
     fn spawn(&self, port: u16) -> Child {
-        let cluster = Cluster { dir: self.dir.clone(), account: self.account, durable: self.durable };
+        let cluster = Cluster {
+            dir: self.dir.clone(),
+            account: self.account,
+            durable: self.durable,
+            password: self.password.clone(),
+        };
         on_lasting_thread(move || cluster.spawn_here(port))
     }
 
@@ -209,7 +229,11 @@ impl Cluster {
     }
 
     fn wait_ready(&self, port: u16) -> String {
-        let url = format!("postgres://{USER}@127.0.0.1:{port}/postgres");
+        let user = match &self.password {
+            Some(password) => format!("{USER}:{password}"),
+            None => USER.to_string(),
+        };
+        let url = format!("postgres://{user}@127.0.0.1:{port}/postgres");
         let psql = binary("psql");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -273,8 +297,20 @@ pub struct OwnServer {
 impl OwnServer {
     /// Initialises and starts a server in a new directory.
     pub fn start(name: &str) -> OwnServer {
+        OwnServer::start_with(name, None)
+    }
+
+    /// Initialises and starts a server whose user `census` must give
+    /// `password` (scram-sha-256; letters and digits, as it goes into URLs
+    /// unescaped). [`OwnServer::url`] holds the password.
+    pub fn start_with_password(name: &str, password: &str) -> OwnServer {
+        assert!(password.chars().all(|c| c.is_ascii_alphanumeric()), "a password of letters and digits");
+        OwnServer::start_with(name, Some(password))
+    }
+
+    fn start_with(name: &str, password: Option<&str>) -> OwnServer {
         let dir = std::env::temp_dir().join(format!("census-testpg-{}-{name}", std::process::id()));
-        let cluster = Cluster { durable: true, ..Cluster::init(dir) };
+        let cluster = Cluster { durable: true, ..Cluster::init_with(dir, password) };
         let port = free_port();
         let child = cluster.spawn(port);
         let url = cluster.wait_ready(port);

@@ -450,20 +450,58 @@ fn a_database_password_is_never_printed() {
         assert!(!output.status.success(), "{args:?}: {printed}");
         assert!(!printed.contains("hunter2"), "{args:?}: {printed}");
         assert!(printed.contains(&format!("postgres://census:***@127.0.0.1:{port}/census")), "{args:?}: {printed}");
+        // The real cause, not the pool's "timed out" after retrying it.
+        assert!(printed.contains("Connection refused") && !printed.contains("timed out"), "{args:?}: {printed}");
     }
 }
 
-/// Reading a database never creates one: a missing file is refused by name
-/// (exit 2) and stays missing.
+/// Reading a database (or revoking and releasing what it holds) never
+/// creates one: a missing file is refused by name (exit 2) and stays
+/// missing, whichever command and however the file is named.
 #[test]
-fn status_of_a_missing_database_file_creates_nothing() {
+fn reading_a_missing_database_file_creates_nothing() {
     let missing = temp_path("missing.db");
     let _ = std::fs::remove_file(&missing);
-    let output = census(&["status", "--database", missing.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("there is no database file"), "{stderr}");
-    assert!(!missing.exists(), "status created {}", missing.display());
+    let path = missing.to_str().unwrap();
+    let sqlite_url = format!("sqlite://{path}");
+    for database in [path, sqlite_url.as_str()] {
+        for args in [
+            &["status", "--database", database][..],
+            &["verify", "--database", database],
+            &["token", "list", "--database", database],
+            &["token", "revoke", "--database", database, "w1"],
+            &["token", "release", "--database", database, "w1"],
+        ] {
+            let output = census(args);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains(&format!("there is no database file {path}")), "{args:?}: {stderr}");
+            assert!(!missing.exists(), "{args:?} created {}", missing.display());
+        }
+    }
+}
+
+/// The box shapes are named in the same words by every command's help and
+/// by the error for a shape that is not one; a shape that needs Postgres
+/// is named as it is typed.
+#[test]
+fn the_shapes_are_named_alike_everywhere() {
+    const SHAPES: &str = "2x2 to 2x6, their transposes, 3x3, and 4x3 (3x4)";
+    for command in ["run", "bench", "submit"] {
+        let help = String::from_utf8_lossy(&census(&[command, "--help"]).stdout).into_owned();
+        assert!(help.contains(SHAPES), "census {command} --help: {help}");
+    }
+    for command in ["run", "bench"] {
+        let refused = census(&[command, "--census", "shape boxes=2x7"]);
+        assert_eq!(refused.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&refused.stderr).contains(SHAPES), "{command}");
+    }
+    let db = temp_path("six-by-two.db");
+    let refused = census(&["run", "--census", "shape boxes=6x2", "--database", db.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("census: error: shape boxes=2x6 needs Postgres (--database postgres://...)"), "{stderr}");
+    assert!(!db.exists(), "nothing was created");
 }
 
 /// `census layers` for 2x4: the published layer sizes and emissions

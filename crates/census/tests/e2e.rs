@@ -209,7 +209,7 @@ fn ctrl_c_stops_a_run_of_long_jobs_and_it_resumes() {
     // Resumable: the same run again (not a second one), and stopped again.
     let (code, printed) = interrupt_run(&args, 1, 0);
     assert_eq!(code, Some(130), "{printed}");
-    assert!(printed.contains("shape boxes=2x6 (63199 classes), 947985 jobs"), "{printed}");
+    assert!(printed.contains("shape boxes=2x6 (63,199 classes), 947,985 jobs"), "{printed}");
     let status = census().args(["status", "--database", &db, "--json"]).output().unwrap();
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!((status["run_id"].as_i64(), status["failed"].as_i64()), (Some(1), Some(0)), "{status}");
@@ -903,4 +903,186 @@ fn a_client_pointed_at_a_tls_port_with_http_names_the_fix() {
     let printed = text(&worker.wait_with_output().unwrap());
     assert!(!exit.success(), "{printed}");
     assert!(printed.contains(&fix), "{printed}");
+}
+
+/// `GET path` over HTTP/1.0, with a bearer token when one is given.
+fn http_get(port: u16, path: &str, token: Option<&str>) -> String {
+    use std::io::{Read, Write};
+    let authorization = token.map(|t| format!("Authorization: Bearer {}\r\n", t.trim())).unwrap_or_default();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n{authorization}\r\n").as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// A database URL's password appears in nothing census prints, logs or
+/// serves (errors, the coordinator's and the worker's logs, status, metrics,
+/// the status page's JSON), on a server that asks for it; and a database
+/// that cannot be used says why (connection refused, no such database,
+/// password authentication failed), never "pool timed out", and is waited
+/// for only when waiting can help.
+#[test]
+fn a_database_password_appears_nowhere_and_failures_say_why() {
+    const PASSWORD: &str = "Hunter2Secret";
+    const WRONG: &str = "Wrong1Guess";
+    let server = census_testpg::OwnServer::start_with_password("password", PASSWORD);
+    let base = server.url().to_string();
+    let database = |name: &str| format!("{}/{name}", &base[..base.rfind('/').unwrap()]);
+    let dead = format!("postgres://census:{PASSWORD}@127.0.0.1:{}/census", free_port());
+    let missing = database("nosuch");
+    let wrong = database("postgres").replace(PASSWORD, WRONG);
+    let clean = |what: &str, printed: &str| {
+        assert!(!printed.contains(PASSWORD) && !printed.contains(WRONG), "{what} shows a password: {printed}");
+    };
+    let cases = [
+        (&dead, "Connection refused"),
+        (&missing, "database \"nosuch\" does not exist"),
+        (&wrong, "password authentication failed for user \"census\""),
+    ];
+    for (url, cause) in cases {
+        for command in [
+            &["run", "--database", url.as_str()][..],
+            &["coordinator", "--database", url],
+            &["status", "--database", url],
+            &["verify", "--database", url],
+            &["token", "list", "--database", url],
+        ] {
+            let output = census().args(command).env("CENSUS_DATABASE_WAIT", "0").output().unwrap();
+            let printed = text(&output);
+            assert_eq!(output.status.code(), Some(1), "{command:?}: {printed}");
+            clean(&format!("{command:?}"), &printed);
+            assert!(printed.contains(cause), "{command:?} says why: {printed}");
+            assert!(printed.contains("postgres://census:***@127.0.0.1:"), "{command:?}: {printed}");
+            assert!(!printed.contains("timed out"), "{command:?}: {printed}");
+        }
+    }
+    // Waiting cannot create a database or change a password: refused at once.
+    for url in [&missing, &wrong] {
+        for command in [&["run", "--database", url.as_str()][..], &["coordinator", "--database", url]] {
+            let output = census().args(command).env("CENSUS_DATABASE_WAIT", "30").output().unwrap();
+            assert!(!text(&output).contains("retrying"), "{command:?}: {}", text(&output));
+        }
+    }
+
+    // A database that works: `census run`, then a coordinator and a worker,
+    // with every log line they write at info level.
+    let good = database("census");
+    let created =
+        Command::new(census_testpg::binary("psql")).args([&base, "-q", "-c", "CREATE DATABASE census"]).output();
+    assert!(created.unwrap().status.success());
+    let output =
+        census().args(["run", "--database", &good, "--workers", "2"]).env("RUST_LOG", "info").output().unwrap();
+    let printed = text(&output);
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains(N0_PRINTED) && printed.contains("in postgres://census:***@127.0.0.1:"), "{printed}");
+    clean("census run", &printed);
+    let output = census().args(["status", "--database", &good]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    clean("census status --database", &text(&output));
+
+    let cluster = Cluster::on(good.clone());
+    let (http_port, metrics_port) = (free_port(), free_port());
+    let log_path = std::env::temp_dir().join(format!("census-e2e-{}-password.log", std::process::id()));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut coordinator = census()
+        .args(["coordinator", "--database", &good, "--listen", &cluster.address, "--census", "shape boxes=2x3"])
+        .args(["--http-listen", &format!("127.0.0.1:{http_port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+        .env("RUST_LOG", "info")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    cluster.wait_until_serving();
+    let token = cluster.create_token("worker", "secretive");
+    let worker = census()
+        .args(["worker", "--coordinator", &format!("http://{}", cluster.address), "--token-file", &token])
+        .args(["--exit-when-done", "--threads", "1"])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(worker.status.success(), "{}", text(&worker));
+    clean("the worker's log", &text(&worker));
+    let operator = std::fs::read_to_string(cluster.operator_token()).unwrap();
+    let status = census()
+        .args(["status", "--coordinator", &cluster.address, "--run", "2", "--token-file", &cluster.operator_token()])
+        .output()
+        .unwrap();
+    assert!(text(&status).contains("shape boxes=2x3: 28,200,960"), "{}", text(&status));
+    clean("census status", &text(&status));
+    let metrics = scrape(metrics_port, Some(&operator));
+    assert!(metrics.contains("census_results_total"), "{metrics}");
+    clean("the metrics", &metrics);
+    let page = http_get(http_port, "/api/status", Some(&operator));
+    assert!(page.contains("28200960"), "{page}");
+    clean("the status page", &page);
+    signal(&coordinator, libc::SIGTERM);
+    wait_with_timeout(&mut coordinator, Duration::from_secs(60));
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(logged.contains("census finished: 28200960"), "{logged}");
+    clean("the coordinator's log", &logged);
+    let _ = std::fs::remove_file(&log_path);
+}
+
+/// Starts `census run` with `args`, its stderr not a terminal (a plain
+/// line every few seconds), waits for its first progress line, interrupts
+/// it; that line, then what `census status --database` says of the run.
+fn first_progress_line(args: &[&str], database: &str) -> (String, String) {
+    use std::io::BufRead;
+    let mut child = census()
+        .args(["run", "--database", database])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let mut line = None;
+    for next in stderr.lines() {
+        let next = next.unwrap();
+        if next.starts_with("progress: ") {
+            line = Some(next);
+            break;
+        }
+        seen.push(next);
+    }
+    let line = line.unwrap_or_else(|| panic!("no progress line: {seen:?}"));
+    signal(&child, libc::SIGINT);
+    let status = wait_with_timeout(&mut child, Duration::from_secs(300));
+    assert_eq!(status.code(), Some(130), "{seen:?}");
+    let output = census().args(["status", "--database", database]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    (line, text(&output))
+}
+
+/// The progress line of `census run`, and `census status` of the run it
+/// leaves, on every kind of census: jobs out of the census's own number
+/// (with separators), and no sum of counts presented as S or an answer.
+#[test]
+fn the_progress_line_is_right_for_every_kind() {
+    let kinds: [(&[&str], &str, &str); 4] = [
+        (&["--stage", "71", "--counter", "banded"], "sudoku stage=felgenhauer-jarvis counter=banded", "710"),
+        (&["--census", "essentially-different"], "essentially-different", "282"),
+        (&["--census", "shape boxes=2x5"], "shape boxes=2x5", "355"),
+        // It cannot finish (jobs of tens of core-hours): its line at the start.
+        (&["--census", "shape boxes=4x3", "--allow-sqlite"], "shape boxes=4x3", "144,578"),
+    ];
+    for (args, census_text, jobs) in kinds {
+        let db = temp_db(&format!("progress-{}", census_text.replace([' ', '='], "-")));
+        let (line, status) = first_progress_line(&[args, &["--workers", "2"][..]].concat(), &db);
+        let (done, rest) = line["progress: ".len()..].split_once('/').unwrap_or_else(|| panic!("{line}"));
+        assert!(done.replace(',', "").parse::<u64>().is_ok(), "{census_text}: {line}");
+        assert!(rest.starts_with(&format!("{jobs} jobs, ")), "{census_text}: {line}");
+        assert!(!line.contains("completions") && !line.contains("S ") && !line.contains("N0"), "{line}");
+        assert!(status.contains(&format!("run 1: {census_text}, redundancy 1")), "{status}");
+        assert!(status.contains(&format!("/{jobs} jobs done")), "{status}");
+        assert!(status.contains("(provisional: the run is not finished)"), "{status}");
+        assert!(status.contains(&format!("{census_text}: weighted sum so far = ")), "{status}");
+        assert!(!status.contains("N0") && !status.contains("completions counted"), "{status}");
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{db}{suffix}"));
+        }
+    }
 }

@@ -223,6 +223,28 @@ fn check_sqlite_file(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// How long the first connection to a Postgres server may take.
+const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One connection to the Postgres server at `url`, closed at once: `Err`
+/// holds the server's (or the network's) own reason, and whether trying
+/// again later may help (a refused connection or a server still starting
+/// may; a missing database or a wrong password will not).
+async fn probe_postgres(url: &str) -> Result<(), (String, bool)> {
+    use sqlx::Connection;
+    match tokio::time::timeout(POSTGRES_CONNECT_TIMEOUT, sqlx::AnyConnection::connect(url)).await {
+        Ok(Ok(connection)) => {
+            let _ = connection.close().await;
+            Ok(())
+        }
+        Ok(Err(error)) => {
+            let reason = error.to_string();
+            Err((reason, StoreError::from(error).is_retryable()))
+        }
+        Err(_) => Err((format!("no answer within {} s", POSTGRES_CONNECT_TIMEOUT.as_secs()), true)),
+    }
+}
+
 impl SqlStore {
     /// Opens the store at `url` (see [`crate::connect`]) and migrates it.
     pub async fn connect(url: &str, config: StoreConfig) -> Result<SqlStore, StoreError> {
@@ -234,11 +256,21 @@ impl SqlStore {
         let failed = |error: &dyn std::fmt::Display| StoreError::Connect {
             url: shown.clone(),
             reason: error.to_string().replace(url, &shown),
+            retryable: true,
         };
         let bad_location = |reason: String| StoreError::BadLocation { url: shown.clone(), reason };
 
         let (backend, pool) = match Location::parse(url).map_err(bad_location)? {
             Location::Postgres => {
+                // One direct connection first: a server that cannot be used
+                // says why (connection refused, no such database, password
+                // authentication failed), where the pool would retry until
+                // it says only "pool timed out".
+                probe_postgres(url).await.map_err(|(reason, retryable)| StoreError::Connect {
+                    url: shown.clone(),
+                    reason: reason.replace(url, &shown),
+                    retryable,
+                })?;
                 let pool = AnyPoolOptions::new()
                     .max_connections(16)
                     // Fail fast while the database is down: callers get a

@@ -141,17 +141,22 @@ pub fn progress_line(progress: &Progress) -> String {
     if progress.r#final {
         return format!(
             "run {}: finished, {}/{} jobs done, {} failed, {} conflicts, {} rejected",
-            progress.run_id, progress.done, progress.jobs_total, progress.failed, progress.conflicts, progress.rejected
+            progress.run_id,
+            thousands(&progress.done),
+            thousands(&progress.jobs_total),
+            progress.failed,
+            progress.conflicts,
+            progress.rejected
         );
     }
     let eta = if progress.eta_seconds > 0.0 { format!(", ETA {:.0} s", progress.eta_seconds) } else { String::new() };
     format!(
         "run {}: {}/{} jobs done, {} leased, {} pending, {} failed, {} conflicts, {} rejected; {:.2} jobs/s{eta}",
         progress.run_id,
-        progress.done,
-        progress.jobs_total,
-        progress.leased,
-        progress.pending,
+        thousands(&progress.done),
+        thousands(&progress.jobs_total),
+        thousands(&progress.leased),
+        thousands(&progress.pending),
         progress.failed,
         progress.conflicts,
         progress.rejected,

@@ -41,9 +41,9 @@ pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), b
 
 /// The kinds of census, as every command's help names them.
 pub const CENSUS_HELP: &str = "Count another kind of census instead of the 9x9 count (--stage, --counter). \
-     Kinds: \"essentially-different\" (9x9 grids up to symmetry), \"shape boxes=2x4\" (2x2 to 2x6 boxes and \
-     their transposes; \"shape boxes=3x3\" is the 9x9 count itself, run as \"sudoku stage=russell \
-     counter=column-sets\"), or \"sudoku stage=71 counter=banded\"";
+     Kinds: \"essentially-different\" (9x9 grids up to symmetry), \"shape boxes=2x4\" (the shapes are 2x2 to \
+     2x6, their transposes, 3x3, and 4x3 (3x4); \"shape boxes=3x3\" is the 9x9 count itself, run as \"sudoku \
+     stage=russell counter=column-sets\"), or \"sudoku stage=71 counter=banded\"";
 
 /// The census a command means: `--census`, or else the 9x9 count of
 /// `--stage` and `--counter`.
@@ -103,6 +103,32 @@ pub async fn open_store(
 }
 
 const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The SQLite file a database location names (see `census_store::connect`),
+/// or `None` for a server's URL.
+fn sqlite_file(url: &str) -> Option<&str> {
+    if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+        return Some(path);
+    }
+    // postgres:// is a server; another engine's URL the store refuses by name.
+    (!url.contains("://")).then_some(url)
+}
+
+/// Opens a store that must exist already, to read it or change what it
+/// holds (`status`, `verify`, `token list|revoke|release`): a missing SQLite
+/// file is a wrong name, refused as bad input, and never created.
+pub async fn open_existing_store(url: &str) -> anyhow::Result<std::sync::Arc<dyn census_store::JobStore>> {
+    if let Some(path) = sqlite_file(url)
+        && !path.is_empty()
+        && !std::path::Path::new(path).exists()
+    {
+        return Err(UsageError(format!(
+            "there is no database file {path}; `census run --database {path}` (or `census coordinator`) makes one"
+        ))
+        .into());
+    }
+    Ok(census_store::connect(url, census_store::StoreConfig::default()).await?)
+}
 
 /// The most threads (or workers) one process starts: far more than any
 /// machine has cores, and far fewer than would exhaust the process.

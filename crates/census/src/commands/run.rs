@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use census_coordinator::auth::{generate_token, hash_token};
 use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig};
 use census_math::census::Census;
+use census_math::total::thousands;
 use census_math::{CounterKind, Stage};
 use census_proto::client::ClientConfig;
 use census_proto::v1::{GetProgressRequest, GetResultRequest};
@@ -65,7 +66,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let postgres = args.database.starts_with("postgres://") || args.database.starts_with("postgresql://");
     if needs_postgres(&census) && !postgres && !args.allow_sqlite {
         return Err(super::UsageError(format!(
-            "{census:?} needs Postgres (--database postgres://...): its jobs number about a million, of about \
+            "{census} needs Postgres (--database postgres://...): its jobs number about a million, of about \
              an hour each, work for a cluster; --allow-sqlite runs it on {} anyway",
             args.database
         ))
@@ -106,10 +107,10 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     say(format!(
         "census: {} ({} classes), {} jobs in {}{}",
         run.spec.census,
-        run.classes,
-        run.jobs_total,
+        thousands(&run.classes),
+        thousands(&run.jobs_total),
         census_store::redact_url(&args.database),
-        if run.jobs_done > 0 { format!(", resuming at {} done", run.jobs_done) } else { String::new() }
+        if run.jobs_done > 0 { format!(", resuming at {} done", thousands(&run.jobs_done)) } else { String::new() }
     ));
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -225,6 +226,47 @@ struct Display {
     plain: bool,
     rate: RateWindow,
     last_line: Instant,
+    /// Jobs done when this run (or its resumption) started.
+    done_at_start: u64,
+}
+
+/// The plain progress line of `census run`, the same for every kind of
+/// census: jobs (they are what a run is made of), failures, and the speed
+/// once jobs finish. No sum of counts: before the end it is neither S nor
+/// the answer of any census, and it was read as one.
+fn progress_text(progress: &census_proto::v1::Progress, rate: Option<(f64, f64)>, moved: bool) -> String {
+    format!(
+        "progress: {}/{} jobs{}, {}",
+        thousands(&progress.done),
+        thousands(&progress.jobs_total),
+        if progress.failed > 0 { format!(" ({} failed)", thousands(&progress.failed)) } else { String::new() },
+        speed_text(progress, rate, moved)
+    )
+}
+
+/// The speed part of the progress line (the bar shows the jobs itself).
+fn speed_text(progress: &census_proto::v1::Progress, rate: Option<(f64, f64)>, moved: bool) -> String {
+    match rate {
+        Some((rate, eta)) => format!("{rate:.1} jobs/s, ETA {}", duration_text(eta)),
+        // A census whose jobs take longer than the rate's window (or a
+        // slow stretch of one) is not starting again.
+        None if moved => format!("no job finished in the last {} s", RATE_WINDOW.as_secs()),
+        None if progress.leased > 0 => "counting the first jobs".to_string(),
+        None => "starting".to_string(),
+    }
+}
+
+const YEAR: f64 = 365.25 * 86_400.0;
+
+/// Seconds as a person reads them: `45 s`, `12 min`, `5.2 h`, `3.1 days`, `40 years`.
+fn duration_text(seconds: f64) -> String {
+    match seconds {
+        s if s < 120.0 => format!("{s:.0} s"),
+        s if s < 7_200.0 => format!("{:.0} min", s / 60.0),
+        s if s < 172_800.0 => format!("{:.1} h", s / 3_600.0),
+        s if s < 2.0 * YEAR => format!("{:.1} days", s / 86_400.0),
+        s => format!("{} years", thousands(&((s / YEAR).round() as u64))),
+    }
 }
 
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
@@ -279,22 +321,24 @@ impl Display {
             bar.set_position(done);
             bar
         });
-        Display { bar, plain: !quiet && !terminal, rate: RateWindow::new(), last_line: Instant::now() }
+        Display {
+            bar,
+            plain: !quiet && !terminal,
+            rate: RateWindow::new(),
+            last_line: Instant::now(),
+            done_at_start: done,
+        }
     }
 
     fn update(&mut self, progress: &census_proto::v1::Progress) {
         let rate = self.rate.observe(Instant::now(), progress.done, progress.jobs_total);
-        let completions = census_math::total::thousands(&progress.completions_counted);
-        let described = match rate {
-            Some((rate, eta)) => format!("{rate:.1} jobs/s, ETA {eta:.0} s, {completions} completions so far"),
-            None => format!("starting, {completions} completions so far"),
-        };
+        let moved = progress.done > self.done_at_start;
         if let Some(bar) = &self.bar {
             bar.set_position(progress.done);
-            bar.set_message(described);
+            bar.set_message(speed_text(progress, rate, moved));
         } else if self.plain && self.last_line.elapsed() >= PLAIN_EVERY {
             self.last_line = Instant::now();
-            eprintln!("progress: {}/{} jobs, {described}", progress.done, progress.jobs_total);
+            eprintln!("{}", progress_text(progress, rate, moved));
         }
     }
 
@@ -332,6 +376,47 @@ mod tests {
         }
         let last = *etas.last().unwrap();
         assert!((last - (1000.0 - 59.0) / 0.5).abs() < 200.0, "{last}");
+    }
+
+    fn progress(done: u64, total: u64, leased: u64, failed: u64) -> census_proto::v1::Progress {
+        census_proto::v1::Progress {
+            done,
+            jobs_total: total,
+            leased,
+            failed,
+            completions_counted: "18383222450951424".into(),
+            ..Default::default()
+        }
+    }
+
+    /// The line says jobs and speed, with separators, and never a sum of
+    /// counts (which no census's answer is before the end); a run whose
+    /// jobs stopped finishing for a while is not "starting".
+    #[test]
+    fn the_progress_line_says_jobs_and_speed_only() {
+        assert_eq!(progress_text(&progress(0, 144_578, 0, 0), None, false), "progress: 0/144,578 jobs, starting");
+        assert_eq!(
+            progress_text(&progress(0, 144_578, 2, 0), None, false),
+            "progress: 0/144,578 jobs, counting the first jobs"
+        );
+        assert_eq!(
+            progress_text(&progress(14, 282, 2, 0), None, true),
+            "progress: 14/282 jobs, no job finished in the last 30 s"
+        );
+        assert_eq!(
+            progress_text(&progress(1_200, 3_550, 2, 3), Some((0.3, 9_400.0)), true),
+            "progress: 1,200/3,550 jobs (3 failed), 0.3 jobs/s, ETA 2.6 h"
+        );
+        assert!(!progress_text(&progress(14, 282, 2, 0), Some((1.0, 268.0)), true).contains("18,383"));
+    }
+
+    #[test]
+    fn durations_read_as_a_person_reads_them() {
+        assert_eq!(duration_text(45.4), "45 s");
+        assert_eq!(duration_text(720.0), "12 min");
+        assert_eq!(duration_text(18_720.0), "5.2 h");
+        assert_eq!(duration_text(267_840.0), "3.1 days");
+        assert_eq!(duration_text(40.0 * YEAR), "40 years");
     }
 
     #[test]

@@ -61,14 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let (address, _server) = match &args.database {
             Some(database) => {
                 // Reading never creates: a missing file is a wrong name, not an empty census.
-                let is_url = database.contains("://");
-                if !is_url && !std::path::Path::new(database).exists() {
-                    return Err(super::UsageError(format!(
-                        "there is no database file {database}; `census run --database {database}` counts into a new one"
-                    ))
-                    .into());
-                }
-                let store = census_store::connect(database, census_store::StoreConfig::default()).await?;
+                let store = super::open_existing_store(database).await?;
                 let auth = census_coordinator::AuthConfig { public_read: true, ..Default::default() };
                 let config = census_coordinator::CoordinatorConfig { auth, ..Default::default() };
                 let coordinator = census_coordinator::Coordinator::new(store, config);
@@ -140,13 +133,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("  QUARANTINED: {name} (results rejected; `census token release {name}` lifts it)");
         }
         for worker in &progress.workers {
-            let completions: num_bigint::BigUint = worker.completions.parse().unwrap_or_default();
-            println!(
-                "  worker {}: {} jobs, {} completions counted",
-                worker.worker_id,
-                thousands(&worker.jobs),
-                thousands(&completions)
-            );
+            // Jobs only: the sum of a worker's counts is no number of any
+            // census (for the 9x9 count, not even completions: those are
+            // 72 x a class's seed sum).
+            println!("  worker {}: {} jobs", worker.worker_id, thousands(&worker.jobs));
         }
         let classes = client
             .list_classes(ListClassesRequest { run_id: progress.run_id })

@@ -132,8 +132,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
+            // Listing, revoking and releasing change nothing but what a
+            // database holds: they never create one.
             Action::List { database } => {
-                let store = open(&database).await?;
+                let store = super::open_existing_store(&database.database).await?;
                 let tokens = store.list_tokens().await?;
                 println!("{:<24} {:<9} {:>8} {:<8} quarantined", "name", "role", "rejected", "revoked");
                 for token in tokens {
@@ -148,14 +150,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
             Action::Revoke { database, name } => {
-                let store = open(&database).await?;
+                let store = super::open_existing_store(&database.database).await?;
                 if !store.revoke_token(&name).await? {
                     return Err(UsageError(format!("there is no active token named {name:?}")).into());
                 }
                 println!("token {name:?} revoked");
             }
             Action::Release { database, name } => {
-                let store = open(&database).await?;
+                let store = super::open_existing_store(&database.database).await?;
                 if !store.release_quarantine(&name).await? {
                     return Err(UsageError(format!("{name:?} is not quarantined")).into());
                 }

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use census_math::census::Census;
 use census_math::total::thousands;
 use census_proto::v1::{GetResultRequest, ListRunsRequest};
-use census_store::StoreConfig;
 
 use super::UsageError;
 use super::client::{Credentials, connect, status_error};
@@ -54,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let lines: Vec<RunTotalLine> = match &source {
             Source::Database(database) => {
-                let store = census_store::connect(database, StoreConfig::default()).await?;
+                let store = super::open_existing_store(database).await?;
                 let mut lines = Vec::new();
                 for run in store.list_runs().await? {
                     let total = store.total(run.run_id).await?;
