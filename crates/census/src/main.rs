@@ -52,6 +52,8 @@ enum Command {
     Bench(commands::bench::Args),
     /// Run the 2 x C layer recurrence here, printing each layer's states and emissions.
     Layers(commands::layers::Args),
+    /// Load-test the coordinator: N simulated workers on made-up jobs (counts of nothing).
+    Simulate(commands::simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +83,7 @@ fn main() -> ExitCode {
         Command::CountBand(args) => commands::count_band::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Layers(args) => commands::layers::run(args),
+        Command::Simulate(args) => commands::simulate::run(args),
     };
     match outcome {
         Ok(code) => code,
