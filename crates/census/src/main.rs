@@ -57,13 +57,24 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::try_parse();
     // Like other Unix tools, end quietly when the reader of our output goes
     // away (`census classes ... | head -1`), instead of panicking on EPIPE.
-    // SAFETY: setting a signal's disposition to its default has no preconditions.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    // Not the roles that hold connections for long: a socket written
+    // (writev) after its peer went away would raise SIGPIPE too, and end a
+    // coordinator serving thousands of workers, silently (exit 141), where
+    // the connection alone should fail (`census simulate` found it).
+    let holds_connections = matches!(
+        &cli,
+        Ok(Cli { command: Command::Run(_) | Command::Coordinator(_) | Command::Worker(_) | Command::Simulate(_) })
+    );
+    if !holds_connections {
+        // SAFETY: setting a signal's disposition to its default has no preconditions.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
     }
-    let cli = match Cli::try_parse() {
+    let cli = match cli {
         Ok(cli) => cli,
         Err(error) => return commands::clap_error(error),
     };
