@@ -171,6 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "results_lease_lost": calls.lease_lost,
         "results_refused": calls.refused,
         "calls_failed": calls.failed,
+        "last_failure": calls.last_failure,
         "empty_leases": calls.empty_leases,
         "final": simulated.result.r#final,
         "answer": simulated.result.answer,
@@ -321,6 +322,7 @@ async fn simulate(plan: Plan) -> anyhow::Result<Simulated> {
             counter: plan.census.job_counter(),
             version: plan.census.counter_version(),
             recorded: recorded.clone(),
+            backoff: BACKOFF_START,
         };
         workers.spawn(worker.work());
     }
@@ -385,7 +387,14 @@ struct SimulatedWorker {
     counter: JobCounter,
     version: String,
     recorded: Arc<AtomicU64>,
+    /// The pause before the next try of a failed call: doubled up to 10 s,
+    /// jittered, as a real worker's, so that a saturated coordinator is not
+    /// met by a storm of retries a real fleet would not make.
+    backoff: Duration,
 }
+
+const BACKOFF_START: Duration = Duration::from_millis(200);
+const BACKOFF_CAP: Duration = Duration::from_secs(10);
 
 /// What the workers' calls took and what came of them.
 #[derive(Default)]
@@ -399,6 +408,8 @@ struct Calls {
     refused: u64,
     /// Calls that failed (unavailable, deadline) and were tried again.
     failed: u64,
+    /// What the last failed call said, for the summary.
+    last_failure: Option<String>,
     /// Leases that returned no job while other workers finished theirs.
     empty_leases: u64,
 }
@@ -413,6 +424,9 @@ impl Calls {
         self.lease_lost += other.lease_lost;
         self.refused += other.refused;
         self.failed += other.failed;
+        if other.last_failure.is_some() {
+            self.last_failure = other.last_failure;
+        }
         self.empty_leases += other.empty_leases;
     }
 }
@@ -432,15 +446,18 @@ impl SimulatedWorker {
         let mut calls = Calls::default();
         let mut idle_polls = 0u32;
         loop {
-            let request = LeaseJobsRequest { worker_id: self.name.clone(), max_jobs: self.batch, run_id: self.run_id };
+            // A call's latency is the worker's wait: from the first try to
+            // the answer, failed tries and their pauses included.
             let started = Instant::now();
-            let leased = match self.client.lease_jobs(timed(request)).await {
-                Ok(response) => response.into_inner(),
-                Err(status) => {
-                    self.failed(&mut calls, "lease", status).await?;
-                    continue;
+            let leased = loop {
+                let request =
+                    LeaseJobsRequest { worker_id: self.name.clone(), max_jobs: self.batch, run_id: self.run_id };
+                match self.client.lease_jobs(timed(request)).await {
+                    Ok(response) => break response.into_inner(),
+                    Err(status) => self.failed(&mut calls, "lease", status).await?,
                 }
             };
+            self.backoff = BACKOFF_START;
             calls.lease_ms.push(ms_since(started));
             if leased.jobs.is_empty() {
                 if leased.idle {
@@ -462,6 +479,7 @@ impl SimulatedWorker {
                     Err(status) => self.failed(&mut calls, "heartbeat", status).await?,
                 }
             };
+            self.backoff = BACKOFF_START;
             calls.heartbeat_ms.push(ms_since(started));
             if self.count_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(self.count_ms * leased.jobs.len() as u64)).await;
@@ -489,6 +507,7 @@ impl SimulatedWorker {
                     Err(status) => self.failed(&mut calls, "complete", status).await?,
                 }
             };
+            self.backoff = BACKOFF_START;
             calls.complete_ms.push(ms_since(started));
             for outcome in outcomes {
                 match OutcomeStatus::try_from(outcome.status).unwrap_or(OutcomeStatus::Rejected) {
@@ -510,15 +529,26 @@ impl SimulatedWorker {
     /// A call that failed: a refusal of the credential ends the simulation
     /// (nothing would change by retrying); anything else is counted and
     /// retried after a pause, as a real worker would.
-    async fn failed(&self, calls: &mut Calls, call: &str, status: tonic::Status) -> anyhow::Result<()> {
+    async fn failed(&mut self, calls: &mut Calls, call: &str, status: tonic::Status) -> anyhow::Result<()> {
         if matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) {
             anyhow::bail!("the coordinator refused {}: {}", self.name, status.message());
         }
         calls.failed += 1;
-        tracing::warn!(worker = %self.name, call, error = %status.message(), "call failed; trying again in 200 ms");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        calls.last_failure = Some(format!("{call}: {}", status.message()));
+        // Counted in the summary; one line each would drown the terminal.
+        tracing::debug!(worker = %self.name, call, error = %status.message(), retry_in = ?self.backoff, "call failed");
+        let jitter = self.backoff.mul_f64(f64::from(rand_fraction()) / 2.0);
+        tokio::time::sleep(self.backoff + jitter).await;
+        self.backoff = (self.backoff * 2).min(BACKOFF_CAP);
         Ok(())
     }
+}
+
+/// A number in [0, 1) that differs from call to call (for jitter, not secrets).
+fn rand_fraction() -> f32 {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    (random % 1000) as f32 / 1000.0
 }
 
 /// Count, p50, p99 and max of a call's latencies (nearest rank).
