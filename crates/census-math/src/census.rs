@@ -3,12 +3,14 @@
 //! exact weight), how to count one job, and how to fold the counts into the
 //! exact answer and the named terms a person checks.
 //!
-//! Three kinds exist: the 9x9 count of Felgenhauer and Jarvis (jobs are a
+//! Three kinds of count exist: the 9x9 count of Felgenhauer and Jarvis (jobs are a
 //! class representative and a seed), the essentially different grids of
 //! Russell and Jarvis (jobs are conjugacy classes of the rearrangement
 //! group, or parts of one) and other box shapes: 2 x c (jobs are column-set
 //! classes, or parts of one, counted by two bands) and 4 x 3 (jobs are
-//! the 144,578 gangsters, counted by three bands). The formulas stay in their modules; this one
+//! the 144,578 gangsters, counted by three bands). A fourth, `synthetic`,
+//! counts nothing: made-up jobs for load testing the engine
+//! ([`crate::synthetic`]). The formulas stay in their modules; this one
 //! only gives them a common face. The store, the protocol and the worker are
 //! meant to see nothing but this (issue 9 wires them; today they still run
 //! the 9x9 count directly).
