@@ -3,12 +3,14 @@
 //! exact weight), how to count one job, and how to fold the counts into the
 //! exact answer and the named terms a person checks.
 //!
-//! Three kinds exist: the 9x9 count of Felgenhauer and Jarvis (jobs are a
+//! Three kinds of count exist: the 9x9 count of Felgenhauer and Jarvis (jobs are a
 //! class representative and a seed), the essentially different grids of
 //! Russell and Jarvis (jobs are conjugacy classes of the rearrangement
 //! group, or parts of one) and other box shapes: 2 x c (jobs are column-set
 //! classes, or parts of one, counted by two bands) and 4 x 3 (jobs are
-//! the 144,578 gangsters, counted by three bands). The formulas stay in their modules; this one
+//! the 144,578 gangsters, counted by three bands). A fourth, `synthetic`,
+//! counts nothing: made-up jobs for load testing the engine
+//! ([`crate::synthetic`]). The formulas stay in their modules; this one
 //! only gives them a common face. The store, the protocol and the worker see
 //! nothing but this: a run is its census's text, parsed here, and every kind
 //! travels the same path from job list to folded answer.
@@ -32,7 +34,7 @@ use num_bigint::BigUint;
 
 use crate::essentially_different as ed;
 use crate::total::{factorize, kilfoil_estimate, n0_from_s, relative_error};
-use crate::{Band, ClassTable, Counter, CounterKind, SEEDS, Seed, Stage, shapes, three_bands};
+use crate::{Band, ClassTable, Counter, CounterKind, SEEDS, Seed, Stage, shapes, synthetic, three_bands};
 
 /// A kind of exact count and its parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +47,10 @@ pub enum Census {
     /// c = 2..=6 (two bands, [`shapes`]) and 4 x 3 (three bands,
     /// [`three_bands`]). A transposed shape reads as the same census.
     Shape { rows: usize, cols: usize },
+    /// Not a count of anything: `jobs` made-up jobs whose counts are a hash
+    /// of their number and `salt`, checked in O(1), for load testing the
+    /// engine (`census simulate`); see [`synthetic`].
+    Synthetic { jobs: u64, salt: u64 },
 }
 
 /// One job as an engine stores it.
@@ -100,6 +106,7 @@ impl fmt::Display for Census {
             Census::Sudoku { stage, counter } => write!(f, "sudoku stage={} counter={}", stage.name(), counter),
             Census::EssentiallyDifferent => write!(f, "essentially-different"),
             Census::Shape { rows, cols } => write!(f, "shape boxes={rows}x{cols}"),
+            Census::Synthetic { jobs, salt } => write!(f, "synthetic jobs={jobs} salt={salt}"),
         }
     }
 }
@@ -109,7 +116,7 @@ impl FromStr for Census {
 
     /// `sudoku [stage=S] [counter=C]`, `essentially-different`, or
     /// `shape boxes=RxC` with one side 2, or 4x3 (3x4); `3x3` is the sudoku
-    /// count.
+    /// count; `synthetic jobs=M [salt=S]` is the load test's made-up census.
     fn from_str(text: &str) -> Result<Census, CensusError> {
         let bad = |reason: String| CensusError::BadCensus { text: text.to_string(), reason };
         let mut words = text.split_whitespace();
@@ -150,8 +157,22 @@ impl FromStr for Census {
                     }
                 }
             }
+            "synthetic" => {
+                let number = |name: &str, value: &str| {
+                    value.parse::<u64>().map_err(|_| bad(format!("{name}={value} is not a whole number")))
+                };
+                let jobs = take("jobs").ok_or_else(|| bad("a synthetic census needs jobs=M, e.g. jobs=1000".into()))?;
+                let jobs = number("jobs", jobs)?;
+                if !(1..=synthetic::MAX_JOBS).contains(&jobs) {
+                    return Err(bad(format!("jobs={jobs}: a synthetic census has 1 to {} jobs", synthetic::MAX_JOBS)));
+                }
+                let salt = take("salt").map_or(Ok(0), |value| number("salt", value))?;
+                Census::Synthetic { jobs, salt }
+            }
             other => {
-                return Err(bad(format!("{other:?} is not a kind (sudoku, essentially-different, shape)")));
+                return Err(bad(format!(
+                    "{other:?} is not a kind (sudoku, essentially-different, shape; synthetic for load tests)"
+                )));
             }
         };
         if let Some(name) = parameters.keys().next() {
@@ -176,7 +197,7 @@ impl Census {
                 shapes::PUBLISHED_GRIDS.iter().find(|(side, _)| *side == cols).and_then(|(_, grids)| grids.parse().ok())
             }
             Census::Shape { rows: 4, cols: 3 } => three_bands::PUBLISHED_4X3.parse().ok(),
-            Census::Shape { .. } => None,
+            Census::Shape { .. } | Census::Synthetic { .. } => None,
         }
     }
 
@@ -217,6 +238,9 @@ impl Census {
                 .into_iter()
                 .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
                 .collect()),
+            Census::Synthetic { jobs, .. } => Ok((0..jobs)
+                .map(|index| JobSpec { key: synthetic::key(index), group: synthetic::group(index), weight: 1 })
+                .collect()),
         }
     }
 
@@ -228,6 +252,7 @@ impl Census {
             Census::EssentiallyDifferent => format!("fixed-points/{}", ed::jobs::KEY_VERSION),
             Census::Shape { rows: 2, .. } => "band-f/1".to_string(),
             Census::Shape { .. } => "three-bands/1".to_string(),
+            Census::Synthetic { .. } => "synthetic/1".to_string(),
         }
     }
 
@@ -288,6 +313,7 @@ impl Census {
             Census::EssentiallyDifferent => JobCounter::EssentiallyDifferent,
             Census::Shape { rows: 2, cols } => JobCounter::Shape { c: cols },
             Census::Shape { rows, .. } => JobCounter::ThreeBands { r: rows },
+            Census::Synthetic { jobs, salt } => JobCounter::Synthetic { jobs, salt },
         }
     }
 
@@ -366,6 +392,14 @@ impl Census {
                 terms.push(("essentially different = sum / |G|".into(), fold.answer.to_string()));
                 Ok(Answer { value: fold.answer, terms })
             }
+            Census::Synthetic { jobs: listed, .. } => {
+                let value = synthetic::fold(counts);
+                let terms = vec![
+                    ("synthetic jobs (a load test: counts of nothing)".to_string(), listed.to_string()),
+                    ("sum of their made-up counts".to_string(), value.to_string()),
+                ];
+                Ok(Answer { value, terms })
+            }
             Census::Shape { rows, .. } if rows != 2 => {
                 let three_band_jobs: Vec<three_bands::ThreeBandJob> = jobs
                     .iter()
@@ -416,6 +450,11 @@ pub enum JobCounter {
     ThreeBands {
         r: usize,
     },
+    /// The load test's made-up counts ([`synthetic::count_key`]).
+    Synthetic {
+        jobs: u64,
+        salt: u64,
+    },
 }
 
 impl JobCounter {
@@ -460,6 +499,7 @@ impl JobCounter {
                     Err(e) => return Err(bad(e.to_string())),
                 }
             }
+            JobCounter::Synthetic { jobs, salt } => Some(synthetic::count_key(key, *jobs, *salt).map_err(bad)?),
         };
         count.ok_or(CensusError::Cancelled)
     }
@@ -495,6 +535,8 @@ mod tests {
         assert_eq!("shape boxes=3x4".parse::<Census>().unwrap(), Census::Shape { rows: 4, cols: 3 });
         assert_eq!("shape boxes=3x4".parse::<Census>().unwrap().to_string(), "shape boxes=4x3");
         assert_eq!("shape boxes=3x3".parse::<Census>().unwrap(), "sudoku".parse().unwrap());
+        assert_eq!("synthetic jobs=5".parse::<Census>().unwrap().to_string(), "synthetic jobs=5 salt=0");
+        assert_eq!("synthetic salt=7 jobs=5".parse::<Census>().unwrap(), Census::Synthetic { jobs: 5, salt: 7 });
         for (text, says) in [
             ("", "empty"),
             ("tetris", "not a kind"),
@@ -505,6 +547,11 @@ mod tests {
             ("sudoku stage=45", "45"),
             ("sudoku stage=44 stage=71", "twice"),
             ("essentially-different boxes=2x2", "takes no boxes"),
+            ("synthetic", "needs jobs=M"),
+            ("synthetic jobs=0", "1 to 10000000"),
+            ("synthetic jobs=x", "not a whole number"),
+            ("synthetic jobs=5 salt=-1", "not a whole number"),
+            ("synthetic jobs=5 boxes=2x2", "takes no boxes"),
         ] {
             let error = text.parse::<Census>().unwrap_err().to_string();
             assert!(error.contains(says), "{text:?}: {error}");
@@ -599,5 +646,28 @@ mod tests {
         let twelve = Census::Shape { rows: 4, cols: 3 }.job_counter();
         assert!(twelve.count("2x2:003,003").unwrap_err().to_string().contains("not a 4 x 3 key"));
         assert!(twelve.count("4x3:0000.0000").unwrap_err().to_string().contains("2 digits, not 12"));
+    }
+
+    /// The load test's census folds to the exact sum of its made-up counts,
+    /// checks its keys, and shares none with a real census.
+    #[test]
+    fn the_synthetic_census_folds_to_the_sum_of_its_counts() {
+        let census: Census = "synthetic jobs=25 salt=3".parse().unwrap();
+        let jobs = census.jobs().unwrap();
+        assert_eq!(jobs.len(), 25);
+        assert_eq!(jobs.iter().map(|job| &job.group).collect::<std::collections::BTreeSet<_>>().len(), 3);
+        let answer = count_all(census);
+        assert_eq!(answer.value, synthetic::expected_answer(25, 3));
+        assert_eq!(census.published(), None);
+        assert_eq!(census.counter_version(), "synthetic/1");
+        assert!(answer.terms[0].0.contains("load test"));
+        let counter = census.job_counter();
+        assert!(counter.count("synthetic:25").unwrap_err().to_string().contains("not below jobs=25"));
+        assert!(counter.count("2x2:003,003").is_err());
+        let shape = Census::Shape { rows: 2, cols: 3 }.job_counter();
+        assert!(shape.count("synthetic:1").is_err());
+        let mut wrong = jobs.clone();
+        wrong[0].key = "synthetic:99".into();
+        assert!(census.fold(&wrong, &vec![0; 25]).unwrap_err().to_string().contains("is not one of synthetic"));
     }
 }

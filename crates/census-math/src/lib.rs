@@ -15,6 +15,7 @@ pub mod essentially_different;
 pub mod seed;
 pub mod shapes;
 pub mod stage;
+pub mod synthetic;
 pub mod three_bands;
 pub mod total;
 

@@ -52,6 +52,8 @@ enum Command {
     Bench(commands::bench::Args),
     /// Run the 2 x C layer recurrence here, printing each layer's states and emissions.
     Layers(commands::layers::Args),
+    /// Load-test the coordinator: N simulated workers on made-up jobs (counts of nothing).
+    Simulate(commands::simulate::Args),
 }
 
 impl Command {
@@ -70,7 +72,8 @@ impl Command {
             | Command::Requeue(_)
             | Command::Cancel(_)
             | Command::Priority(_)
-            | Command::Token(_) => false,
+            | Command::Token(_)
+            | Command::Simulate(_) => false,
         }
     }
 }
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         Command::CountBand(args) => commands::count_band::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Layers(args) => commands::layers::run(args),
+        Command::Simulate(args) => commands::simulate::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -13,6 +13,7 @@ pub mod operate;
 pub mod recount;
 pub mod roles;
 pub mod run;
+pub mod simulate;
 pub mod status;
 pub mod submit;
 pub mod token;
@@ -43,7 +44,8 @@ pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), b
 pub const CENSUS_HELP: &str = "Count another kind of census instead of the 9x9 count (--stage, --counter). \
      Kinds: \"essentially-different\" (9x9 grids up to symmetry), \"shape boxes=2x4\" (the shapes are 2x2 to \
      2x6, their transposes, 3x3, and 4x3 (3x4); \"shape boxes=3x3\" is the 9x9 count itself, run as \"sudoku \
-     stage=russell counter=column-sets\"), or \"sudoku stage=71 counter=banded\"";
+     stage=russell counter=column-sets\"), or \"sudoku stage=71 counter=banded\". \"synthetic jobs=M\" counts nothing: \
+     made-up jobs for load testing only (census simulate)";
 
 /// The census a command means: `--census`, or else the 9x9 count of
 /// `--stage` and `--counter`.

@@ -1,0 +1,124 @@
+//! `census simulate`: the real coordinator and simulated gRPC workers on the
+//! synthetic census, on SQLite and on Postgres. What is checked is what
+//! cannot depend on the machine: every job done, each exactly once (the
+//! answer is the sum of every job's made-up count, computed here without
+//! the store, and the store's fold refuses a job twice), and a summary
+//! whose fields are present and consistent. Never how fast.
+
+use std::process::Command;
+
+use census_math::census::Census;
+use serde_json::Value;
+
+fn simulate(args: &[&str]) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_census"))
+        .arg("simulate")
+        .args(args)
+        .args(["--json"])
+        .output()
+        .expect("the census binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "census simulate {args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_else(|| panic!("no output: {stdout}"));
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("the last line is not JSON ({e}): {last}"))
+}
+
+/// The checks that hold on any machine for a simulation of `jobs` jobs by `workers` workers.
+fn check_summary(summary: &Value, workers: u64, jobs: u64) {
+    let number = |name: &str| summary[name].as_f64().unwrap_or_else(|| panic!("{name} is missing: {summary}"));
+    let whole = |name: &str| summary[name].as_u64().unwrap_or_else(|| panic!("{name} is missing: {summary}"));
+    assert_eq!(whole("workers"), workers);
+    assert_eq!(whole("jobs"), jobs);
+    assert_eq!(whole("jobs_done"), jobs, "{summary}");
+    assert_eq!(summary["final"], true, "{summary}");
+
+    // Each job exactly once: the answer is the sum of every job's count,
+    // each once, computed here from the census alone.
+    let census: Census = summary["census"].as_str().unwrap().parse().unwrap();
+    let Census::Synthetic { jobs: listed, salt } = census else { panic!("not the synthetic census: {census}") };
+    assert_eq!(listed, jobs);
+    let expected = census_math::synthetic::expected_answer(jobs, salt).to_string();
+    assert_eq!(summary["answer"].as_str(), Some(expected.as_str()), "{summary}");
+    assert_eq!(summary["answer_checked"], true);
+    assert_eq!(whole("results_refused"), 0, "{summary}");
+    // The workers' own tallies: no job recorded twice; and when no call had
+    // to be tried again (a reply lost to a deadline), every job's record was seen.
+    let recorded = whole("results_recorded");
+    assert!(recorded <= jobs, "{summary}");
+    if whole("calls_failed") == 0 {
+        assert_eq!(recorded, jobs, "{summary}");
+    }
+
+    for call in ["lease", "heartbeat", "complete"] {
+        let stats = &summary[call];
+        let calls = stats["calls"].as_u64().unwrap_or_else(|| panic!("{call}.calls is missing: {summary}"));
+        let (p50, p99, max) =
+            (stats["p50_ms"].as_f64().unwrap(), stats["p99_ms"].as_f64().unwrap(), stats["max_ms"].as_f64().unwrap());
+        assert!(calls >= 1 && 0.0 <= p50 && p50 <= p99 && p99 <= max, "{call}: {stats}");
+    }
+    // At most `batch` jobs a lease: at least jobs / batch lease calls; at most a report per job.
+    let batch = whole("batch");
+    assert!(summary["lease"]["calls"].as_u64().unwrap() >= jobs.div_ceil(batch), "{summary}");
+    assert!(summary["complete"]["calls"].as_u64().unwrap() <= jobs, "{summary}");
+    assert!(number("jobs_per_second") > 0.0 && number("seconds") > 0.0);
+    assert!(number("coordinator_cpu_seconds") > 0.0, "{summary}");
+    assert!(number("workers_cpu_seconds") >= 0.0);
+    assert!(number("process_peak_rss_mib") >= number("process_rss_mib") && number("process_rss_mib") > 0.0);
+}
+
+#[test]
+fn twenty_simulated_workers_do_every_job_once_on_sqlite() {
+    let summary = simulate(&["--workers", "20", "--jobs", "2000"]);
+    check_summary(&summary, 20, 2000);
+    assert_eq!(summary["database"], "sqlite (a temporary file)");
+    assert_eq!(summary["connections"], 20);
+}
+
+/// Shared connections: many workers, each its own token, over a few HTTP/2 connections.
+#[test]
+fn workers_sharing_connections_keep_their_own_identities() {
+    let summary = simulate(&["--workers", "12", "--jobs", "300", "--connections", "3", "--batch", "4"]);
+    check_summary(&summary, 12, 300);
+    assert_eq!(summary["connections"], 3);
+}
+
+#[test]
+fn twenty_simulated_workers_do_every_job_once_on_postgres() {
+    let database = census_testpg::fresh_database();
+    let summary = simulate(&["--workers", "20", "--jobs", "500", "--database", &database]);
+    check_summary(&summary, 20, 500);
+    // A second simulation in the same database is a run of its own (a new
+    // salt), not the first one found finished.
+    let again = simulate(&["--workers", "5", "--jobs", "500", "--database", &database]);
+    check_summary(&again, 5, 500);
+    assert_ne!(summary["census"], again["census"]);
+}
+
+#[test]
+fn bad_simulations_are_refused_by_name() {
+    for (args, says) in [
+        (vec!["--workers", "0", "--jobs", "10"], "--workers"),
+        (vec!["--workers", "2", "--jobs", "0"], "jobs=0"),
+        (vec!["--workers", "2", "--jobs", "10", "--batch", "0"], "--batch"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_census")).arg("simulate").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("census: error: ") && stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+/// The synthetic census is named, wherever a census can be given, as a load
+/// test's and nothing else.
+#[test]
+fn the_synthetic_census_says_it_is_for_load_testing() {
+    for command in ["run", "simulate"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_census")).args([command, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&output.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(help.contains("load testing"), "census {command} --help: {help}");
+    }
+}
