@@ -35,6 +35,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
+pub mod stack_pairs;
+
 /// The smallest and largest r handled (the stacks' vectors fit 3^4 = 81 codes).
 pub const MIN_R: usize = 2;
 /// See [`MIN_R`].
