@@ -284,13 +284,15 @@ impl StackPairTable {
         rest.iter().fold(node, |at, &x| at * k + usize::from(x))
     }
 
-    /// b of the band (plain split, node's split, rest...), computed and
-    /// stored (for r = 4 with its mirror, stacks 2 and 3 swapped: the same b).
+    /// b of the band (plain split, node's split, rest...), computed from its
+    /// class and stored under every key the same band has: each ordered
+    /// pair of its stacks renamed to (plain, node), the other stacks in
+    /// either order (up to 24 entries for r = 4 from one class lookup).
     fn fill(&mut self, node: usize, rest: &[u16]) -> u32 {
         let n = self.splits.n;
+        let stacks: Vec<u16> = [0u16, self.splits.nodes[node]].into_iter().chain(rest.iter().copied()).collect();
         let mut vectors = vec![[0u8; MAX_R]; n];
-        let stacks = [0u16, self.splits.nodes[node]].into_iter().chain(rest.iter().copied());
-        for (s, split) in stacks.enumerate() {
+        for (s, &split) in stacks.iter().enumerate() {
             let labels = &self.splits.labels[usize::from(split)];
             for d in 0..n {
                 vectors[d][s] = labels[d];
@@ -298,14 +300,32 @@ impl StackPairTable {
         }
         let pattern = Pattern::from_vectors(self.r, &vectors).expect("r splits are column sets");
         let b = u32::try_from(self.bands.get(&pattern)).expect("b of a band fits 32 bits for r <= 4");
-        let at = self.offset(node, rest);
-        self.counts[at] = b;
-        if let &[x, y] = rest {
-            let mirror = self.offset(node, &[y, x]);
-            self.counts[mirror] = b;
+        for a in 0..stacks.len() {
+            for c in 0..stacks.len() {
+                if a == c {
+                    continue;
+                }
+                let (other_node, perm) = self.splits.renaming(stacks[a], stacks[c]);
+                let mut others: Vec<u16> = (0..stacks.len())
+                    .filter(|&s| s != a && s != c)
+                    .map(|s| self.splits.apply(&perm, stacks[s]))
+                    .collect();
+                self.store(other_node, &others, b);
+                others.reverse();
+                self.store(other_node, &others, b);
+            }
         }
-        self.filled += 1;
+        // The key asked for, whatever renaming the loop above chose for its pair.
+        self.store(node, rest, b);
         b
+    }
+
+    fn store(&mut self, node: usize, rest: &[u16], b: u32) {
+        let at = self.offset(node, rest);
+        if self.counts[at] == 0 {
+            self.counts[at] = b;
+            self.filled += 1;
+        }
     }
 
     fn get(&mut self, node: usize, rest: &[u16]) -> u32 {
@@ -369,12 +389,8 @@ impl StackPairTable {
                             let row_m = self.offset(node_m, &[x_m]) * k;
                             let row_l = self.offset(node_l, &[x_l]) * k;
                             loop {
-                                let (sum, missing) = row_sum(
-                                    &self.counts[row_m..row_m + k],
-                                    &self.counts[row_l..row_l + k],
-                                    y_m,
-                                    y_l,
-                                );
+                                let (sum, missing) =
+                                    row_sum(&self.counts[row_m..row_m + k], &self.counts[row_l..row_l + k], y_m, y_l);
                                 if !missing {
                                     total += sum;
                                     break;
