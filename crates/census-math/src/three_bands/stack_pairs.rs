@@ -395,10 +395,11 @@ impl StackPairTable {
                                     total += sum;
                                     break;
                                 }
-                                if cancel.load(Ordering::Relaxed) {
-                                    return Err(ThreeBandError::Cancelled);
-                                }
                                 for j in 0..y_m.len() {
+                                    // A new class's b takes milliseconds: look at the flag before each.
+                                    if cancel.load(Ordering::Relaxed) {
+                                        return Err(ThreeBandError::Cancelled);
+                                    }
                                     self.get(node_m, &[x_m, y_m[j]]);
                                     self.get(node_l, &[x_l, y_l[j]]);
                                 }
