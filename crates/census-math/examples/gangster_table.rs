@@ -39,7 +39,7 @@ fn main() {
         let start = Instant::now();
         let g = table.completions(&pattern, &never).expect("never cancelled");
         let silver = g / 576;
-        let known = published.iter().find(|&&(_, count)| count == silver && g % 576 == 0).map(|(i, _)| *i);
+        let known = published.iter().find(|&&(_, count)| count == silver && g.is_multiple_of(576)).map(|(i, _)| *i);
         println!(
             "gangster {name}: G / 576 = {silver}{}, {:.2} s, {} entries, {} classes",
             match known {

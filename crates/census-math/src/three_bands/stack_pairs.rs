@@ -195,13 +195,13 @@ fn node_permutation(r: usize, n: usize, split: &[u8; MAX_DIGITS]) -> ([u8; 9], P
     }
     let (flat, rows, columns) = best.expect("36 orders");
     let mut perm = [0u8; MAX_DIGITS];
-    for a in 0..3 {
+    for (a, &row) in rows.iter().enumerate() {
         // Block a of the node's split: its first flat[3a] digits in column
         // 0, the next flat[3a + 1] in column 1, the rest in column 2.
         let mut place = a * r;
-        for b in 0..3 {
-            for d in rows[a] * r..(rows[a] + 1) * r {
-                if usize::from(split[d]) == columns[b] {
+        for &column in &columns {
+            for d in row * r..(row + 1) * r {
+                if usize::from(split[d]) == column {
                     perm[d] = place as u8;
                     place += 1;
                 }
