@@ -312,7 +312,10 @@ impl Census {
             Census::Sudoku { counter, .. } => JobCounter::Sudoku(counter.build()),
             Census::EssentiallyDifferent => JobCounter::EssentiallyDifferent,
             Census::Shape { rows: 2, cols } => JobCounter::Shape { c: cols },
-            Census::Shape { rows, .. } => JobCounter::ThreeBands { r: rows },
+            Census::Shape { rows, .. } => JobCounter::ThreeBands {
+                r: rows,
+                tables: three_bands::TablePool::new(rows).expect("three-band shapes have 2 to 4 rows"),
+            },
             Census::Synthetic { jobs, salt } => JobCounter::Synthetic { jobs, salt },
         }
     }
@@ -446,9 +449,11 @@ pub enum JobCounter {
     Shape {
         c: usize,
     },
-    /// r x 3 boxes by three bands ([`three_bands::count_job`]).
+    /// r x 3 boxes by three bands, with the stack-pair tables of the
+    /// process ([`three_bands::TablePool`]).
     ThreeBands {
         r: usize,
+        tables: three_bands::TablePool,
     },
     /// The load test's made-up counts ([`synthetic::count_key`]).
     Synthetic {
@@ -489,11 +494,11 @@ impl JobCounter {
                 }
                 shapes::count_job_cancellable(key, cancel).map_err(|e| bad(e.to_string()))?
             }
-            JobCounter::ThreeBands { r } => {
+            JobCounter::ThreeBands { r, tables } => {
                 if !key.starts_with(&format!("{r}x3:")) {
                     return Err(bad(format!("not a {r} x 3 key")));
                 }
-                match three_bands::count_job(key, cancel) {
+                match tables.count_job(key, cancel) {
                     Ok(count) => Some(count),
                     Err(three_bands::ThreeBandError::Cancelled) => None,
                     Err(e) => return Err(bad(e.to_string())),

@@ -35,6 +35,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
+pub mod stack_pairs;
+
 /// The smallest and largest r handled (the stacks' vectors fit 3^4 = 81 codes).
 pub const MIN_R: usize = 2;
 /// See [`MIN_R`].
@@ -773,7 +775,9 @@ pub fn parse_key(key: &str) -> Result<Pattern, ThreeBandError> {
     Pattern::parse(r, pattern)
 }
 
-/// A job's count, b(T) x G(T), with `cancel` checked every 64 terms of G.
+/// A job's count, b(T) x G(T), with G by table reads over stack pairs
+/// ([`stack_pairs`]) on a table of its own: a worker counting many jobs
+/// keeps its tables in a [`TablePool`] instead.
 ///
 /// ```
 /// use census_math::three_bands::count_job;
@@ -785,8 +789,46 @@ pub fn parse_key(key: &str) -> Result<Pattern, ThreeBandError> {
 /// ```
 pub fn count_job(key: &str, cancel: &AtomicBool) -> Result<u128, ThreeBandError> {
     let pattern = parse_key(key)?;
-    let mut bands = BandCounts::new();
-    Ok(band_count(&pattern) * completions(&pattern, &mut bands, cancel)?)
+    TablePool::new(pattern.r())?.count(&pattern, cancel)
+}
+
+/// The stack-pair tables of one process for one r, reused by every job it
+/// counts (a table is filled as it is read and then serves every gangster;
+/// 1.2 GB at most for r = 4). Each count takes a table to itself, so a
+/// process counting on T threads builds up to T tables.
+pub struct TablePool {
+    r: usize,
+    free: std::sync::Mutex<Vec<stack_pairs::StackPairTable>>,
+}
+
+impl TablePool {
+    /// No tables yet; the first count makes one.
+    pub fn new(r: usize) -> Result<TablePool, ThreeBandError> {
+        check_r(r)?;
+        Ok(TablePool { r, free: std::sync::Mutex::new(Vec::new()) })
+    }
+
+    /// The count of a job key, b(T) x G(T), or [`ThreeBandError::Cancelled`]
+    /// once `cancel` is set (read every few thousand terms).
+    pub fn count_job(&self, key: &str, cancel: &AtomicBool) -> Result<u128, ThreeBandError> {
+        self.count(&parse_key(key)?, cancel)
+    }
+
+    /// b(T) x G(T) for the pattern's class.
+    pub fn count(&self, pattern: &Pattern, cancel: &AtomicBool) -> Result<u128, ThreeBandError> {
+        if pattern.r() != self.r {
+            return Err(ThreeBandError::UnsupportedShape { r: pattern.r() });
+        }
+        let taken = self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+        let mut table = match taken {
+            Some(table) => table,
+            None => stack_pairs::StackPairTable::new(self.r)?,
+        };
+        let g = table.completions(pattern, cancel);
+        // A cancelled count leaves only whole entries behind: the table stays good.
+        self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(table);
+        Ok(band_count(pattern) * g?)
+    }
 }
 
 /// The number of grids: the sum of weight x count over the jobs of

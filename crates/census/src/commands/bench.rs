@@ -30,7 +30,17 @@ pub struct Args {
     /// Count only the first N jobs (for the slow counters); S is then partial.
     #[arg(long)]
     limit: Option<usize>,
-    /// Print JSON: {"stage", "counter", "threads", "seconds", "jobs", "completions", "sum", "exact"}.
+    /// With --census: count only N jobs chosen at random (without
+    /// repeats), one report line per job as it finishes, to spot-check
+    /// classes against published counts and to time single jobs.
+    #[arg(long, requires = "census", value_name = "N")]
+    sample: Option<usize>,
+    /// With --sample: the seed of the random choice (the same seed, the
+    /// same jobs); without it a random seed is used and reported.
+    #[arg(long, requires = "sample")]
+    seed: Option<u64>,
+    /// Print JSON: {"stage", "counter", "threads", "seconds", "jobs", "completions", "sum", "exact"};
+    /// with --sample one line per job: {"census", "seed", "class", "group", "key", "weight", "count", "seconds"}.
     #[arg(long)]
     json: bool,
 }
@@ -52,6 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Err(UsageError("--threads must be at least 1".into()).into());
     }
     if let Some(census) = args.census {
+        if let Some(n) = args.sample {
+            return bench_sample(census, n, args.seed, args.threads, args.json);
+        }
         return bench_census(census, args.threads, args.json);
     }
     // Timed from the start: the tables are part of the cost.
@@ -203,4 +216,125 @@ fn bench_census(census: Census, threads: usize, json: bool) -> anyhow::Result<Ex
         }
     }
     Ok(if report.exact == Some(false) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// One line of `bench --census C --sample N`: a job (a class of the census)
+/// counted alone.
+#[derive(Serialize)]
+struct SampleReport {
+    census: String,
+    /// The seed that chose the sample: the same seed, the same jobs.
+    seed: u64,
+    /// The job's index in the census's job list (for 4x3, the gangster's
+    /// index in `three_bands::gangsters` order, not Silver's numbering).
+    class: usize,
+    group: String,
+    key: String,
+    /// Decimal strings: both can exceed 2^64.
+    weight: String,
+    count: String,
+    seconds: f64,
+}
+
+/// Counts `n` jobs of the census chosen at random, each timed alone, and
+/// prints a line per job as it finishes (so a long sample reports as it goes).
+fn bench_sample(census: Census, n: usize, seed: Option<u64>, threads: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let jobs = census.jobs()?;
+    if n == 0 || n > jobs.len() {
+        return Err(UsageError(format!("--sample must be 1 to {} for {census} (its jobs)", jobs.len())).into());
+    }
+    let seed = seed.unwrap_or_else(random_seed);
+    let chosen = choose(jobs.len(), n, seed);
+    let counter = census.job_counter();
+    let next = AtomicUsize::new(0);
+    let printed = std::sync::Mutex::new(());
+    let results: Vec<anyhow::Result<()>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.min(n))
+            .map(|_| {
+                scope.spawn(|| -> anyhow::Result<()> {
+                    loop {
+                        let Some(&class) = chosen.get(next.fetch_add(1, Ordering::Relaxed)) else { return Ok(()) };
+                        let job = &jobs[class];
+                        let started = Instant::now();
+                        let count = counter.count(&job.key)?;
+                        let report = SampleReport {
+                            census: census.to_string(),
+                            seed,
+                            class,
+                            group: job.group.clone(),
+                            key: job.key.clone(),
+                            weight: job.weight.to_string(),
+                            count: count.to_string(),
+                            seconds: started.elapsed().as_secs_f64(),
+                        };
+                        let _one_line_at_a_time = printed.lock().unwrap_or_else(|p| p.into_inner());
+                        if json {
+                            println!("{}", serde_json::to_string(&report)?);
+                        } else {
+                            println!(
+                                "{} (class {}, weight {}): {} in {:.3} s",
+                                report.group,
+                                report.class,
+                                thousands(&report.weight),
+                                thousands(&report.count),
+                                report.seconds
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("a counting thread panicked")).collect()
+    });
+    results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `n` distinct indexes below `len`, by a partial Fisher-Yates shuffle
+/// driven by splitmix64 from `seed` (a sample, not a secret).
+fn choose(len: usize, n: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut indexes: Vec<usize> = (0..len).collect();
+    for i in 0..n {
+        let j = i + (next() % (len - i) as u64) as usize;
+        indexes.swap(i, j);
+    }
+    indexes.truncate(n);
+    indexes
+}
+
+/// A seed for an unseeded sample: the standard library's per-process random
+/// hasher keys, mixed with the clock.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::choose;
+
+    #[test]
+    fn a_sample_is_distinct_in_range_and_follows_its_seed() {
+        let a = choose(1000, 50, 7);
+        let mut sorted = a.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 50);
+        assert!(a.iter().all(|&i| i < 1000));
+        assert_eq!(a, choose(1000, 50, 7));
+        assert_ne!(a, choose(1000, 50, 8));
+        let mut all = choose(10, 10, 3);
+        all.sort_unstable();
+        assert_eq!(all, (0..10).collect::<Vec<_>>());
+    }
 }

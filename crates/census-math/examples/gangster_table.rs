@@ -1,0 +1,54 @@
+//! Counts G for 4 x 3 gangsters by table reads over stack pairs
+//! (`three_bands::stack_pairs`), one table for the whole process, and times
+//! each: `cargo run --release -p census-math --example gangster_table -- [INDEX|alike ...]`
+//! (indexes in the order of `three_bands::gangsters`; none: the gangster
+//! whose four stacks split the digits alike, Silver's gangster 0).
+//!
+//! Prints, per gangster, G / 4!^2 (Silver's published form), whether that
+//! value is in the sample of his published counts, the seconds taken, and
+//! how many table entries and classes' b are known so far.
+use census_math::three_bands::stack_pairs::StackPairTable;
+use census_math::three_bands::{Pattern, gangsters, parse_published_counts};
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+fn main() {
+    let words: Vec<String> = std::env::args().skip(1).collect();
+    let classes = gangsters(4).expect("r = 4");
+    let alike = Pattern::parse(4, "0000.0000.0000.0000.1111.1111.1111.1111.2222.2222.2222.2222").expect("a pattern");
+    let patterns: Vec<(String, Pattern)> = if words.is_empty() {
+        vec![("alike".to_string(), alike)]
+    } else {
+        words
+            .iter()
+            .map(|word| match word.as_str() {
+                "alike" => (word.clone(), alike.clone()),
+                index => {
+                    (index.to_string(), classes[index.parse::<usize>().expect("an index or alike")].pattern.clone())
+                }
+            })
+            .collect()
+    };
+    let published =
+        parse_published_counts(include_str!("../tests/data/silver_4x3_gangster_counts.txt")).expect("the sample reads");
+    let start = Instant::now();
+    let mut table = StackPairTable::new(4).expect("r = 4");
+    println!("table set up in {:.2} s", start.elapsed().as_secs_f64());
+    let never = AtomicBool::new(false);
+    for (name, pattern) in patterns {
+        let start = Instant::now();
+        let g = table.completions(&pattern, &never).expect("never cancelled");
+        let silver = g / 576;
+        let known = published.iter().find(|&&(_, count)| count == silver && g.is_multiple_of(576)).map(|(i, _)| *i);
+        println!(
+            "gangster {name}: G / 576 = {silver}{}, {:.2} s, {} entries, {} classes",
+            match known {
+                Some(i) => format!(" (Silver's {i})"),
+                None => String::new(),
+            },
+            start.elapsed().as_secs_f64(),
+            table.filled(),
+            table.classes()
+        );
+    }
+}
