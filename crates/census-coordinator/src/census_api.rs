@@ -82,9 +82,7 @@ impl Coordinator {
             weighted_sum: total.weighted_sum.to_string(),
             ..RunResult::default()
         };
-        if total.is_final
-            && let Ok(Census::Sudoku { .. }) = total.census.parse()
-        {
+        if total.is_final && total.census.is_nine_by_nine() {
             let s = total.weighted_sum;
             let n0 = total.answer.unwrap_or_else(|| n0_from_s(&s));
             let estimate = kilfoil_estimate();
@@ -94,14 +92,14 @@ impl Coordinator {
             result.s = s.to_string();
             result.n0 = n0.to_string();
         }
-        result.census = total.census;
+        result.census = total.census.to_string();
         Ok(result)
     }
 
     /// A run's classes with their sums so far.
     pub(crate) async fn class_lines(&self, run: RunId) -> Result<Vec<ClassLine>, Status> {
-        let census: Option<Census> = self.store.run(run).await.map_err(status_of)?.spec.census.parse().ok();
-        let power = census.map_or(1, |census| census.class_power());
+        let census = self.store.run(run).await.map_err(status_of)?.spec.census;
+        let power = census.class_power();
         let classes = self.store.class_totals(run).await.map_err(status_of)?;
         Ok(classes
             .into_iter()
@@ -112,10 +110,7 @@ impl Coordinator {
                 weight: class.weight.to_string(),
                 seeds_done: class.jobs_done,
                 jobs_total: class.jobs_total,
-                completions: census
-                    .and_then(|census| census.group_completions(&class.count_sum))
-                    .map(|n| n.to_string())
-                    .unwrap_or_default(),
+                completions: census.group_completions(&class.count_sum).map(|n| n.to_string()).unwrap_or_default(),
                 contribution: (class.count_sum.pow(power) * class.weight).to_string(),
                 seed_sum: class.count_sum.to_string(),
                 representative: class.label,

@@ -57,7 +57,7 @@ pub(crate) struct Checking {
     /// The counters that check results, one per census, built on first use
     /// (`Census::checking_counter`: for 9x9 runs the column-sets counter,
     /// whatever counter the run uses).
-    checkers: Mutex<HashMap<String, Checker>>,
+    checkers: Mutex<HashMap<Census, Checker>>,
     all: Arc<Semaphore>,
     per_identity: Mutex<HashMap<String, Arc<Semaphore>>>,
     threads_per_identity: usize,
@@ -112,23 +112,22 @@ impl Checking {
         map.entry(identity.to_string()).or_insert_with(|| Arc::new(Semaphore::new(self.threads_per_identity))).clone()
     }
 
-    /// The counter that checks results of `census` (text as stored),
-    /// built once (under the lock, so that concurrent checks wait for one
-    /// build instead of making their own).
-    fn checker(&self, census: &str) -> Option<Checker> {
+    /// The counter that checks results of `census`, built once (under the
+    /// lock, so that concurrent checks wait for one build instead of making
+    /// their own).
+    fn checker(&self, census: Census) -> Checker {
         let mut checkers = self.checkers.lock().expect("never poisoned");
-        if let Some(checker) = checkers.get(census) {
-            return Some(checker.clone());
-        }
-        let parsed: Census = census.parse().ok()?;
-        let checker =
-            Checker { counter: Arc::new(parsed.checking_counter()), independent: parsed.has_independent_check() };
-        checkers.insert(census.to_string(), checker.clone());
-        Some(checker)
+        checkers
+            .entry(census)
+            .or_insert_with(|| Checker {
+                counter: Arc::new(census.checking_counter()),
+                independent: census.has_independent_check(),
+            })
+            .clone()
     }
 
     /// Builds the checker of `census` ahead of its first result.
-    pub(crate) fn prepare(&self, census: &str) {
+    pub(crate) fn prepare(&self, census: Census) {
         self.checker(census);
     }
 }
@@ -156,7 +155,7 @@ impl Coordinator {
         let mut tasks = tokio::task::JoinSet::new();
         let count = completions.len();
         for (position, mut completion) in completions.into_iter().enumerate() {
-            let census = censuses.get(&completion.job_id).cloned();
+            let census = censuses.get(&completion.job_id).copied();
             let sampled = self.checking.sampled(fraction);
             let (coordinator, identity) = (self.clone(), identity.clone());
             tasks.spawn(async move {
@@ -174,7 +173,7 @@ impl Coordinator {
                     if checking.cancel.load(Ordering::SeqCst) {
                         return completion;
                     }
-                    let Some(checker) = checking.checker(&census) else { return completion };
+                    let checker = checking.checker(census);
                     if only_independent && !checker.independent {
                         return completion;
                     }

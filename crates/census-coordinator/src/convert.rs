@@ -26,20 +26,23 @@ pub fn status_of(error: StoreError) -> Status {
         StoreError::UnknownRun(_) | StoreError::UnknownJob(_) => Status::not_found(message),
         StoreError::StaleToken { .. } | StoreError::RunCancelled(_) => Status::failed_precondition(message),
         StoreError::Invalid(_) | StoreError::Rejected { .. } => Status::invalid_argument(message),
-        StoreError::TotalMismatch { .. } | StoreError::Fold(_) => Status::data_loss(message),
+        StoreError::TotalMismatch { .. } | StoreError::Fold(_) | StoreError::UnreadableCensus { .. } => {
+            Status::data_loss(message)
+        }
         StoreError::Connect { .. } | StoreError::Unavailable(_) => Status::unavailable(message),
         StoreError::Database(_) | StoreError::Internal(_) | StoreError::BadLocation { .. } => Status::internal(message),
     }
 }
 
 pub(crate) fn run_message(run: RunSummary) -> Run {
-    let (stage, counter) = match run.spec.census.parse() {
-        Ok(Census::Sudoku { stage, counter }) => (stage.name().to_string(), counter.name().to_string()),
+    // The stage and counter fields are the 9x9 count's alone.
+    let (stage, counter) = match run.spec.census {
+        Census::Sudoku { stage, counter } => (stage.name().to_string(), counter.name().to_string()),
         _ => Default::default(),
     };
     Run {
         run_id: run.run_id,
-        census: run.spec.census,
+        census: run.spec.census.to_string(),
         stage,
         counter,
         counter_version: run.spec.counter_version,
@@ -58,7 +61,7 @@ pub(crate) fn job_message(lease: Lease) -> Job {
     Job {
         job_id: lease.job_id,
         run_id: lease.run_id,
-        census: lease.census,
+        census: lease.census.to_string(),
         key: lease.key,
         token: lease.token,
         attempt: lease.attempt,

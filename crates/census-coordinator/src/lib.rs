@@ -177,12 +177,8 @@ impl Coordinator {
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
         // The checker's tables are built while the first jobs are counted.
         let coordinator = self.clone();
-        tokio::task::spawn_blocking(move || coordinator.checking.prepare(&census.to_string()));
-        let spec = RunSpec {
-            census: census.to_string(),
-            counter_version: census.counter_version(),
-            redundancy: redundancy.max(1),
-        };
+        tokio::task::spawn_blocking(move || coordinator.checking.prepare(census));
+        let spec = RunSpec { census, counter_version: census.counter_version(), redundancy: redundancy.max(1) };
         let run = self.store.create_run(&spec, &jobs).await?;
         self.store.run(run).await
     }

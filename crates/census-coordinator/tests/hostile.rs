@@ -543,6 +543,34 @@ async fn http_get(address: std::net::SocketAddr, path: &str, token: Option<&str>
     (head.lines().next().unwrap_or_default().to_string(), body.to_string())
 }
 
+/// The status page's JSON says which run is the 9x9 count, from the run's
+/// census (`Census::is_nine_by_nine`), so the page never guesses it from
+/// another field: a 9x9 run is, a 2x3 shape is not.
+async fn the_status_page_says_which_run_is_the_9x9_count(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let sudoku = h.create_run(1).await;
+    let shape = h
+        .census(Some(&h.operator))
+        .create_run(CreateRunRequest { census: "shape boxes=2x3".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .run_id;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let page = listener.local_addr().unwrap();
+    tokio::spawn(h.coordinator.clone().serve_status_page(listener, std::future::pending()));
+    let (status, body) = http_get(page, "/api/status", Some(&h.reader)).await;
+    assert!(status.contains("200"), "{status}: {body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let nine_by_nine = |run: i64| {
+        let runs = json["runs"].as_array().unwrap();
+        let run = runs.iter().find(|r| r["run_id"] == run).unwrap_or_else(|| panic!("run {run} in {body}"));
+        run["nine_by_nine"].as_bool().unwrap_or_else(|| panic!("no nine_by_nine in {run}"))
+    };
+    assert!(nine_by_nine(sudoku));
+    assert!(!nine_by_nine(shape));
+}
+
 /// A hundred concurrent reads while a worker counts: every one succeeds,
 /// no more than the configured share of them uses the store at once,
 /// health stays SERVING, and once the run is finished its answer is not
@@ -966,6 +994,7 @@ on_both_backends!(
     no_request_can_stop_the_census,
     leases_are_bounded,
     one_token_failing_every_job_cannot_stall_a_run,
+    the_status_page_says_which_run_is_the_9x9_count,
 );
 
 /// While Postgres is down, health says NOT_SERVING and calls fail with

@@ -37,7 +37,7 @@ use crate::total::{factorize, kilfoil_estimate, n0_from_s, relative_error};
 use crate::{Band, ClassTable, Counter, CounterKind, SEEDS, Seed, Stage, shapes, synthetic, three_bands};
 
 /// A kind of exact count and its parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Census {
     /// All 9x9 grids, N0, from a class stage and a completion counter.
     Sudoku { stage: Stage, counter: CounterKind },
@@ -199,6 +199,23 @@ impl Census {
             Census::Shape { rows: 4, cols: 3 } => three_bands::PUBLISHED_4X3.parse().ok(),
             Census::Shape { .. } | Census::Synthetic { .. } => None,
         }
+    }
+
+    /// Whether this is the 9x9 count, N0 by the band method: the one census
+    /// whose answer is shown as S, its factorization and N0 = 9! x 72^2 x S,
+    /// and whose classes are band representatives with seeds. The page, the
+    /// client and the coordinator ask this, never the text.
+    ///
+    /// ```
+    /// use census_math::census::Census;
+    /// let nine: Census = "sudoku stage=44 counter=banded".parse().unwrap();
+    /// let boxes_3x3: Census = "shape boxes=3x3".parse().unwrap();
+    /// let shape: Census = "shape boxes=2x3".parse().unwrap();
+    /// assert!(nine.is_nine_by_nine() && boxes_3x3.is_nine_by_nine());
+    /// assert!(!shape.is_nine_by_nine() && !Census::EssentiallyDifferent.is_nine_by_nine());
+    /// ```
+    pub fn is_nine_by_nine(&self) -> bool {
+        matches!(self, Census::Sudoku { .. })
     }
 
     /// Every job of the census, in a fixed order.

@@ -18,7 +18,7 @@ const BATCH: u32 = 1024;
 const CATALOGUE: &str = "sudoku stage=catalogue counter=column-sets";
 
 async fn bench(name: &str, store: Arc<dyn JobStore>, all_jobs: &[JobSpec]) {
-    let spec = RunSpec { census: CATALOGUE.into(), counter_version: "bench".into(), redundancy: 1 };
+    let spec = RunSpec { census: CATALOGUE.parse().unwrap(), counter_version: "bench".into(), redundancy: 1 };
     let started = Instant::now();
     let run = store.create_run(&spec, all_jobs).await.unwrap();
     let created = started.elapsed();

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use census_math::census::JobSpec;
+pub use census_math::census::{Census, JobSpec};
 use num_bigint::BigUint;
 pub use sql::SqlStore;
 
@@ -115,9 +115,11 @@ pub type JobId = i64;
 /// What a run computes. Two runs with equal specs are the same run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSpec {
-    /// The census, as `census_math::census::Census` prints it, e.g.
-    /// `sudoku stage=russell counter=column-sets` or `essentially-different`.
-    pub census: String,
+    /// The census. It is stored as its text (`sudoku stage=russell
+    /// counter=column-sets`, `essentially-different`) and read back at the
+    /// row: a stored census this code cannot read is an error
+    /// ([`StoreError::UnreadableCensus`]), never a default.
+    pub census: Census,
     /// The counter's version; results of different versions are never mixed.
     pub counter_version: String,
     /// How many distinct workers must agree on a job before it counts (1 = no redundancy).
@@ -133,7 +135,7 @@ pub struct Lease {
     pub job_id: JobId,
     pub run_id: RunId,
     /// The run's census ([`RunSpec::census`]): what the key means.
-    pub census: String,
+    pub census: Census,
     /// What to count, e.g. `123456789456789123789123456 235/689`.
     pub key: String,
     /// 1 for the first lease of the job, incremented by every new lease.
@@ -252,7 +254,7 @@ impl ClassTotal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunTotal {
     pub run_id: RunId,
-    pub census: String,
+    pub census: Census,
     pub is_final: bool,
     /// Sum over classes of weight x (count sum)^p, so far: p = 1 (for the
     /// 9x9 count this is S), or 2 for box shapes (then it is the answer).
@@ -280,6 +282,15 @@ pub enum StoreError {
     RunCancelled(RunId),
     #[error("the run's results cannot be folded into its answer")]
     Fold(#[source] census_math::census::CensusError),
+    /// A run's stored census text is not a census this code can read (a
+    /// damaged database, or one written by a newer version): nothing of the
+    /// run is shown or counted with a guessed census.
+    #[error("run {run}: its stored census cannot be read")]
+    UnreadableCensus {
+        run: RunId,
+        #[source]
+        source: census_math::census::CensusError,
+    },
     #[error("invalid input: {0}")]
     Invalid(String),
     #[error("the stored total {stored} does not equal the exact total {computed}")]
@@ -428,7 +439,7 @@ pub trait JobStore: Send + Sync {
     async fn create_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<RunId, StoreError>;
     /// The census of each of `jobs`' runs (unknown jobs are left out), so
     /// a result can be checked with its census's counter.
-    async fn censuses_of(&self, jobs: &[JobId]) -> Result<std::collections::HashMap<JobId, String>, StoreError>;
+    async fn censuses_of(&self, jobs: &[JobId]) -> Result<std::collections::HashMap<JobId, Census>, StoreError>;
     /// Every run, oldest first.
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
     /// One run.

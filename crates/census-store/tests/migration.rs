@@ -104,8 +104,8 @@ async fn a_previous_database_migrates_and_resumes(url: &str, direct: &str, backe
     let store = connect(url, StoreConfig::default()).await.unwrap();
     let runs = store.list_runs().await.unwrap();
     assert_eq!(runs.len(), 2);
-    assert_eq!(runs[0].spec.census, "sudoku stage=russell counter=column-sets");
-    assert_eq!(runs[1].spec.census, "sudoku stage=russell counter=banded");
+    assert_eq!(runs[0].spec.census.to_string(), "sudoku stage=russell counter=column-sets");
+    assert_eq!(runs[1].spec.census.to_string(), "sudoku stage=russell counter=banded");
     assert_eq!((runs[0].classes, runs[0].jobs_total, runs[0].jobs_done, runs[0].is_final), (44, 440, 440, true));
     assert_eq!((runs[1].jobs_done, runs[1].is_final), (220, false));
 
@@ -122,7 +122,7 @@ async fn a_previous_database_migrates_and_resumes(url: &str, direct: &str, backe
     // machine: the leases last the longest a lease may, not a minute.)
     let leases = store.lease(Some(2), "new-worker", 1000, Duration::from_secs(3600)).await.unwrap();
     assert_eq!(leases.len(), 220);
-    assert!(leases.iter().all(|lease| lease.census == "sudoku stage=russell counter=banded"));
+    assert!(leases.iter().all(|lease| lease.census.to_string() == "sudoku stage=russell counter=banded"));
     assert!(leases[0].key.len() == 27 + 1 + 7, "{:?}", leases[0].key);
     let done: Vec<_> = leases.iter().map(|lease| completion(lease, "new-worker", true_count(lease))).collect();
     for outcome in store.complete_many(&done).await.unwrap() {

@@ -35,6 +35,9 @@ struct StatusJson {
 struct RunJson {
     run_id: i64,
     census: String,
+    /// Whether the run is the 9x9 count (`Census::is_nine_by_nine`): the
+    /// page then shows S and N0, and classes as bands with seeds.
+    nine_by_nine: bool,
     /// Empty for censuses other than the 9x9 count.
     stage: String,
     classes_in_stage: u64,
@@ -116,6 +119,7 @@ async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<St
     let summaries = coordinator.store.list_runs().await.map_err(status_of)?;
     let mut runs = Vec::new();
     for summary in summaries.into_iter().rev().take(RECENT_RUNS) {
+        let nine_by_nine = summary.spec.census.is_nine_by_nine();
         let run = run_message(summary);
         let progress = coordinator.progress(run.run_id).await?;
         let result = coordinator.result(run.run_id).await?;
@@ -124,6 +128,7 @@ async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<St
         runs.push(RunJson {
             run_id: run.run_id,
             census: run.census,
+            nine_by_nine,
             stage: run.stage,
             classes_in_stage: run.classes,
             counter: run.counter,

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use census_math::census::Census;
 use num_bigint::BigUint;
 use sqlx::AnyPool;
 
@@ -38,8 +39,8 @@ use crate::{
 
 /// Immutable facts about a run, cached so a lease needs no join.
 struct RunFacts {
-    /// The census as stored, handed to workers with each lease.
-    census: String,
+    /// The run's census, handed to workers with each lease.
+    census: Census,
     classes: u64,
 }
 
@@ -53,13 +54,19 @@ pub struct SqlStore {
     config: StoreConfig,
     runs: Mutex<HashMap<RunId, Arc<RunFacts>>>,
     /// Each census's own jobs, which a fold compares a run's jobs with.
-    expected: Mutex<HashMap<String, Arc<Vec<JobSpec>>>>,
+    expected: Mutex<HashMap<Census, Arc<Vec<JobSpec>>>>,
     /// Runs finished by this value's committed transactions, not yet taken.
     finished: Mutex<Vec<RunId>>,
 }
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_millis() as i64
+}
+
+/// A run's census as stored, read once at the row: text this code cannot
+/// read is an error naming the run, never a default census.
+fn read_census(run: RunId, text: &str) -> Result<Census, StoreError> {
+    text.parse().map_err(|source| StoreError::UnreadableCensus { run, source })
 }
 
 /// A decimal from the database as a big integer (Postgres may print a
@@ -99,7 +106,7 @@ impl JobStore for SqlStore {
         self.insert_run(spec, jobs).await
     }
 
-    async fn censuses_of(&self, jobs: &[JobId]) -> Result<HashMap<JobId, String>, StoreError> {
+    async fn censuses_of(&self, jobs: &[JobId]) -> Result<HashMap<JobId, Census>, StoreError> {
         self.job_censuses(jobs).await
     }
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use super::{SqlStore, now_ms, token_salt};
-use crate::{HeartbeatOutcome, Lease, RunId, StoreError};
+use super::{SqlStore, now_ms, read_census, token_salt};
+use crate::{Census, HeartbeatOutcome, Lease, RunId, StoreError};
 
 impl SqlStore {
     pub(super) async fn lease_jobs(
@@ -100,7 +100,7 @@ impl SqlStore {
             leases.push(Lease {
                 job_id: row.try_get(0)?,
                 run_id,
-                census: self.run_facts(run_id).await?.census.clone(),
+                census: self.run_facts(run_id).await?.census,
                 key: row.try_get(2)?,
                 attempt: row.try_get::<i64, _>(3)? as u32,
                 token: row.try_get(4)?,
@@ -158,12 +158,12 @@ impl SqlStore {
     pub(super) async fn job_censuses(
         &self,
         jobs: &[crate::JobId],
-    ) -> Result<std::collections::HashMap<crate::JobId, String>, StoreError> {
+    ) -> Result<std::collections::HashMap<crate::JobId, Census>, StoreError> {
         let mut censuses = std::collections::HashMap::with_capacity(jobs.len());
         for chunk in jobs.chunks(self.backend.rows_per_statement(1000, 1)) {
             let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
             let sql = format!(
-                "SELECT j.id, r.census FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({})",
+                "SELECT j.id, r.id, r.census FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({})",
                 placeholders.join(", ")
             );
             let mut query = sqlx::query(&sql);
@@ -171,7 +171,7 @@ impl SqlStore {
                 query = query.bind(*id);
             }
             for row in query.fetch_all(&self.pool).await? {
-                censuses.insert(row.try_get(0)?, row.try_get(1)?);
+                censuses.insert(row.try_get(0)?, read_census(row.try_get(1)?, &row.try_get::<String, _>(2)?)?);
             }
         }
         Ok(censuses)

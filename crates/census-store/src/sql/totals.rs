@@ -12,7 +12,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::exact::contribution;
-use super::{SqlStore, now_ms, parse_big, parse_count};
+use super::{SqlStore, now_ms, parse_big, parse_count, read_census};
 use crate::{ClassTotal, JobSpec, Progress, RunId, RunTotal, StoreError, WorkerProgress};
 
 /// A run's answer, folded from its jobs' counts, with the sums the
@@ -92,8 +92,7 @@ impl SqlStore {
     /// The census's own jobs, built once per census (the 9x9 catalogue
     /// stage builds a class table for them).
     async fn expected_jobs(&self, census: Census) -> Result<Arc<Vec<JobSpec>>, StoreError> {
-        let text = census.to_string();
-        if let Some(jobs) = self.expected.lock().expect("never poisoned").get(&text) {
+        if let Some(jobs) = self.expected.lock().expect("never poisoned").get(&census) {
             return Ok(jobs.clone());
         }
         let jobs = tokio::task::spawn_blocking(move || census.jobs())
@@ -101,7 +100,7 @@ impl SqlStore {
             .map_err(|e| StoreError::Internal(format!("building the census's jobs panicked: {e}")))?
             .map_err(StoreError::Fold)?;
         let jobs = Arc::new(jobs);
-        self.expected.lock().expect("never poisoned").insert(text, jobs.clone());
+        self.expected.lock().expect("never poisoned").insert(census, jobs.clone());
         Ok(jobs)
     }
 
@@ -115,11 +114,10 @@ impl SqlStore {
     async fn fold_run(
         &self,
         connection: &mut sqlx::AnyConnection,
-        census: &str,
+        census: Census,
         run: RunId,
         source: Source,
     ) -> Result<Folded, StoreError> {
-        let census: Census = census.parse().map_err(StoreError::Fold)?;
         let expected = self.expected_jobs(census).await?;
         let mut counts: Vec<Option<u128>> = vec![None; expected.len()];
         // The rows come in the census's order unless the run was made by an
@@ -199,7 +197,7 @@ impl SqlStore {
     /// rounds, and refuses a stored answer that differs (a tampered or
     /// damaged database), so that no wrong answer is ever shown as final.
     async fn recheck_final(&self, run: RunId, row: &AnyRow) -> Result<Folded, StoreError> {
-        let census: String = row.try_get(8)?;
+        let census = read_census(run, &row.try_get::<String, _>(8)?)?;
         let stored_answer = parse_big(&row.try_get::<Option<String>, _>(3)?.unwrap_or_default())?;
         let stored_sum = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_default())?;
         let refused = |computed: String| {
@@ -211,7 +209,7 @@ impl SqlStore {
         };
         let mut connection = self.pool.acquire().await?;
         let folded = self
-            .fold_run(&mut connection, &census, run, Source::AcceptedResults)
+            .fold_run(&mut connection, census, run, Source::AcceptedResults)
             .await
             .map_err(|e| refused(e.to_string()))?;
         if folded.answer.value != stored_answer || folded.weighted_sum != stored_sum {
@@ -242,9 +240,9 @@ impl SqlStore {
         if remaining > 0 || conflicts > 0 || finished.is_some() {
             return Ok(false);
         }
-        let census: String = row.try_get(3)?;
-        let folded = self.fold_run(tx, &census, run, Source::DoneJobs).await?;
-        let power = census.parse::<Census>().map_err(StoreError::Fold)?.class_power();
+        let census = read_census(run, &row.try_get::<String, _>(3)?)?;
+        let folded = self.fold_run(tx, census, run, Source::DoneJobs).await?;
+        let power = census.class_power();
         let mut after = -1i64;
         loop {
             let page = sqlx::query(
@@ -368,7 +366,7 @@ impl SqlStore {
         let row = self.ensure_run(run).await?;
         let finished: Option<i64> = row.try_get(0)?;
         let conflicts: i64 = row.try_get(1)?;
-        let census: String = row.try_get(8)?;
+        let census = read_census(run, &row.try_get::<String, _>(8)?)?;
         if finished.is_some() {
             let folded = self.recheck_final(run, &row).await?;
             return Ok(RunTotal {

@@ -21,7 +21,7 @@ pub fn census(text: &str) -> Census {
 }
 
 pub fn spec(text: &str, redundancy: u32) -> RunSpec {
-    RunSpec { census: text.into(), counter_version: census(text).counter_version(), redundancy }
+    RunSpec { census: census(text), counter_version: census(text).counter_version(), redundancy }
 }
 
 pub fn jobs(text: &str) -> Vec<JobSpec> {
@@ -30,13 +30,9 @@ pub fn jobs(text: &str) -> Vec<JobSpec> {
 
 /// The true count of a leased job, from its census's counter.
 pub fn true_count(lease: &Lease) -> u128 {
-    static COUNTERS: LazyLock<Mutex<HashMap<String, Arc<JobCounter>>>> = LazyLock::new(Mutex::default);
-    let counter = COUNTERS
-        .lock()
-        .unwrap()
-        .entry(lease.census.clone())
-        .or_insert_with(|| Arc::new(census(&lease.census).job_counter()))
-        .clone();
+    static COUNTERS: LazyLock<Mutex<HashMap<Census, Arc<JobCounter>>>> = LazyLock::new(Mutex::default);
+    let counter =
+        COUNTERS.lock().unwrap().entry(lease.census).or_insert_with(|| Arc::new(lease.census.job_counter())).clone();
     counter.count(&lease.key).unwrap()
 }
 
@@ -63,7 +59,7 @@ pub fn completion(lease: &Lease, worker: &str, count: u128) -> Completion {
         key: lease.key.clone(),
         count,
         elapsed: Duration::from_micros(10),
-        counter_version: census(&lease.census).counter_version(),
+        counter_version: lease.census.counter_version(),
         checked_count: None,
     }
 }

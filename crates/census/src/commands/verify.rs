@@ -57,11 +57,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let mut lines = Vec::new();
                 for run in store.list_runs().await? {
                     let total = store.total(run.run_id).await?;
-                    let compared = match run.spec.census.parse() {
-                        Ok(Census::Sudoku { .. }) => total.weighted_sum.to_string(),
-                        _ => total.answer.map(|answer| answer.to_string()).unwrap_or_default(),
+                    let compared = if run.spec.census.is_nine_by_nine() {
+                        total.weighted_sum.to_string()
+                    } else {
+                        total.answer.map(|answer| answer.to_string()).unwrap_or_default()
                     };
-                    lines.push((run.run_id, run.spec.census, total.is_final, compared));
+                    lines.push((run.run_id, run.spec.census.to_string(), total.is_final, compared));
                 }
                 lines
             }
@@ -75,7 +76,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         .await
                         .map_err(status_error)?
                         .into_inner();
-                    let compared = if result.s.is_empty() { result.answer } else { result.s };
+                    let nine_by_nine = run.census.parse::<Census>().is_ok_and(|census| census.is_nine_by_nine());
+                    let compared = if nine_by_nine { result.s } else { result.answer };
                     lines.push((run.run_id, run.census, result.r#final, compared));
                 }
                 lines
@@ -87,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             counter: census_math::CounterKind::ColumnSets,
         });
         let same_count = |census: &str| census.parse::<Census>().is_ok_and(|c| c.published() == wanted.published());
-        let sudoku = matches!(wanted, Census::Sudoku { .. });
+        let sudoku = wanted.is_nine_by_nine();
         let chosen: Vec<&RunTotalLine> = if args.runs.is_empty() {
             lines.iter().filter(|line| line.2 && same_count(&line.1)).collect()
         } else {
