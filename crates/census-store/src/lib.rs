@@ -5,7 +5,9 @@
 //! worker counts from), an append-only table of results with provenance,
 //! and the final answer, written in the same transaction as the last
 //! result. Postgres is the store for distributed runs, SQLite the embedded
-//! default; both implement [`JobStore`] and pass the same conformance suite.
+//! default; one type, [`SqlStore`], implements [`JobStore`] on both (the
+//! few dialect differences are its backend's methods), and both pass the
+//! same conformance suite.
 //!
 //! This crate knows SQL and, of the mathematics, only the seam
 //! `census_math::census`: a run's census folds its job counts into the

@@ -4,6 +4,7 @@
 
 use sqlx::Row;
 
+use super::queue::HeldBy;
 use super::{SqlStore, now_ms};
 use crate::{QuarantineEntry, Role, StoreError, TokenRecord, check_identity};
 
@@ -150,14 +151,7 @@ impl SqlStore {
         if inserted.rows_affected() > 0 {
             tracing::error!(worker, %reason, "identity quarantined: its calls are refused until an operator releases it");
         }
-        sqlx::query(
-            "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-                    updated_at = $2 WHERE state = 'leased' AND lease_owner = $1",
-        )
-        .bind(worker)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
+        self.release_leases(tx, HeldBy::Identity(worker), now).await?;
         self.reopen_results_of(tx, worker).await?;
         Ok(())
     }

@@ -9,6 +9,7 @@ use sqlx::Row;
 
 use super::decision::{JobView, Report, Verdict, decide};
 use super::exact::{ClassChanges, Direction};
+use super::queue::RETIRE_LEASE;
 use super::{JobState, SqlStore, now_ms, parse_count};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
 
@@ -76,53 +77,49 @@ impl SqlStore {
         ids.sort_unstable();
         ids.dedup();
         let mut jobs: HashMap<JobId, JobView> = HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(self.backend.rows_per_statement(500, 1)) {
-            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!(
-                "SELECT j.id, j.run_id, j.class_id, j.key, j.state, j.attempt, j.lease_token, j.lease_owner,
-                        j.lease_expires_at, j.votes, r.redundancy, r.cancelled_at, j.round, r.counter_version
-                 FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({}) ORDER BY j.id {}",
-                placeholders.join(", "),
-                self.backend.for_update()
-            );
-            let mut query = sqlx::query(&sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            for row in query.fetch_all(&mut *tx).await? {
-                let job = JobView {
-                    run: row.try_get(1)?,
-                    class: row.try_get(2)?,
-                    key: row.try_get(3)?,
-                    state: row.try_get::<String, _>(4)?.parse()?,
-                    attempt: row.try_get(5)?,
-                    token: row.try_get(6)?,
-                    owner: row.try_get(7)?,
-                    expires_at: row.try_get(8)?,
-                    redundancy: row.try_get::<i64, _>(10)? as u32,
-                    cancelled: row.try_get::<Option<i64>, _>(11)?.is_some(),
-                    round: row.try_get(12)?,
-                    counter_version: row.try_get(13)?,
-                    votes: Vec::new(),
-                };
-                let votes = row.try_get::<i64, _>(9)?;
-                let id: JobId = row.try_get(0)?;
-                jobs.insert(id, job);
-                if votes == 0 {
-                    continue;
-                }
-                // Earlier votes of this round: who voted, and what.
-                let earlier = sqlx::query(
-                    "SELECT worker, CAST(count AS TEXT), round FROM results WHERE job_id = $1 AND outcome IN ('vote', 'accepted') ORDER BY id",
+        let rows = self
+            .select_by_ids(&mut tx, &ids, |ids| {
+                format!(
+                    "SELECT j.id, j.run_id, j.class_id, j.key, j.state, j.attempt, j.lease_token, j.lease_owner,
+                            j.lease_expires_at, j.votes, r.redundancy, r.cancelled_at, j.round, r.counter_version
+                     FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({ids}) ORDER BY j.id {}",
+                    self.backend.for_update()
                 )
-                .bind(id)
-                .fetch_all(&mut *tx)
-                .await?;
-                let job = jobs.get_mut(&id).expect("just inserted");
-                for vote in &earlier {
-                    if vote.try_get::<i64, _>(2)? == job.round {
-                        job.votes.push((vote.try_get(0)?, parse_count(&vote.try_get::<String, _>(1)?)?));
-                    }
+            })
+            .await?;
+        for row in rows {
+            let job = JobView {
+                run: row.try_get(1)?,
+                class: row.try_get(2)?,
+                key: row.try_get(3)?,
+                state: row.try_get::<String, _>(4)?.parse()?,
+                attempt: row.try_get(5)?,
+                token: row.try_get(6)?,
+                owner: row.try_get(7)?,
+                expires_at: row.try_get(8)?,
+                redundancy: row.try_get::<i64, _>(10)? as u32,
+                cancelled: row.try_get::<Option<i64>, _>(11)?.is_some(),
+                round: row.try_get(12)?,
+                counter_version: row.try_get(13)?,
+                votes: Vec::new(),
+            };
+            let votes = row.try_get::<i64, _>(9)?;
+            let id: JobId = row.try_get(0)?;
+            jobs.insert(id, job);
+            if votes == 0 {
+                continue;
+            }
+            // Earlier votes of this round: who voted, and what.
+            let earlier = sqlx::query(
+                "SELECT worker, CAST(count AS TEXT), round FROM results WHERE job_id = $1 AND outcome IN ('vote', 'accepted') ORDER BY id",
+            )
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await?;
+            let job = jobs.get_mut(&id).expect("just inserted");
+            for vote in &earlier {
+                if vote.try_get::<i64, _>(2)? == job.round {
+                    job.votes.push((vote.try_get(0)?, parse_count(&vote.try_get::<String, _>(1)?)?));
                 }
             }
         }
@@ -264,7 +261,7 @@ impl SqlStore {
             let rows = values_rows(chunk.len(), 2, &[&bigint, &text, &count, &bigint]);
             let sql = format!(
                 "UPDATE jobs SET state = v.column2, count = COALESCE(v.column3, jobs.count), votes = jobs.votes + v.column4,
-                        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = $1
+                        {RETIRE_LEASE}, updated_at = $1
                  FROM (VALUES {rows}) AS v WHERE jobs.id = v.column1"
             );
             let mut query = sqlx::query(&sql).bind(now);

@@ -73,29 +73,27 @@ impl SqlStore {
         ids.sort_unstable();
         ids.dedup();
         let mut jobs: HashMap<JobId, LeaseRow> = HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(self.backend.rows_per_statement(500, 1)) {
-            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!(
-                "SELECT id, run_id, state, attempt, lease_token, lease_owner, lease_expires_at FROM jobs WHERE id IN ({})",
-                placeholders.join(", ")
+        let mut connection = self.pool.acquire().await?;
+        let rows = self
+            .select_by_ids(&mut connection, &ids, |ids| {
+                format!(
+                    "SELECT id, run_id, state, attempt, lease_token, lease_owner, lease_expires_at FROM jobs WHERE id IN ({ids})"
+                )
+            })
+            .await?;
+        drop(connection);
+        for row in rows {
+            jobs.insert(
+                row.try_get(0)?,
+                LeaseRow {
+                    run: row.try_get(1)?,
+                    state: row.try_get::<String, _>(2)?.parse()?,
+                    attempt: row.try_get(3)?,
+                    token: row.try_get(4)?,
+                    owner: row.try_get(5)?,
+                    expires_at: row.try_get(6)?,
+                },
             );
-            let mut query = sqlx::query(&sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            for row in query.fetch_all(&self.pool).await? {
-                jobs.insert(
-                    row.try_get(0)?,
-                    LeaseRow {
-                        run: row.try_get(1)?,
-                        state: row.try_get::<String, _>(2)?.parse()?,
-                        attempt: row.try_get(3)?,
-                        token: row.try_get(4)?,
-                        owner: row.try_get(5)?,
-                        expires_at: row.try_get(6)?,
-                    },
-                );
-            }
         }
         let mut checks = Vec::with_capacity(completions.len());
         let mut rejections = Vec::new();

@@ -28,6 +28,7 @@ use async_trait::async_trait;
 use census_math::census::Census;
 use num_bigint::BigUint;
 use sqlx::AnyPool;
+use sqlx::any::AnyRow;
 
 use backend::Backend;
 pub(crate) use backend::JobState;
@@ -98,6 +99,32 @@ fn whole_part(text: &str) -> Option<&str> {
 /// attempt number complete it, so two attempts never share a token.
 fn token_salt() -> String {
     format!("{:032x}", rand::random::<u128>())
+}
+
+impl SqlStore {
+    /// The rows of one select for every id of `ids`: `select` writes the
+    /// statement around the placeholders (`$1, $2, ...`) of its
+    /// `IN (...)`, and it runs once a chunk of as many ids as the backend
+    /// binds at once (SQLite takes few parameters). Chunks go in the order
+    /// of `ids`, so rows locked `FOR UPDATE` by sorted ids stay in order.
+    async fn select_by_ids(
+        &self,
+        connection: &mut sqlx::AnyConnection,
+        ids: &[i64],
+        select: impl Fn(&str) -> String,
+    ) -> Result<Vec<AnyRow>, StoreError> {
+        let mut rows = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(self.backend.rows_per_statement(500, 1)) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = select(&placeholders.join(", "));
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            rows.extend(query.fetch_all(&mut *connection).await?);
+        }
+        Ok(rows)
+    }
 }
 
 #[async_trait]

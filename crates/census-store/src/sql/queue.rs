@@ -8,6 +8,20 @@ use sqlx::Row;
 use super::{SqlStore, now_ms, read_census, token_salt};
 use crate::{Census, HeartbeatOutcome, Lease, RunId, StoreError};
 
+/// The assignments that retire a job's lease: no owner, no token, no
+/// expiry. Every statement that moves a job out of its lease (a decided
+/// report, a failure, a requeue, a recount, a cancelled run, a quarantined
+/// holder) sets them, so the old token is refused from then on.
+pub(super) const RETIRE_LEASE: &str = "lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL";
+
+/// Whose leases [`SqlStore::release_leases`] gives back to the queue.
+pub(super) enum HeldBy<'a> {
+    /// Every lease of a run (it is cancelled).
+    Run(RunId),
+    /// Every lease of an identity (it is quarantined).
+    Identity(&'a str),
+}
+
 impl SqlStore {
     pub(super) async fn lease_jobs(
         &self,
@@ -155,24 +169,43 @@ impl SqlStore {
         Ok(false)
     }
 
+    /// Puts the leased jobs of a run or of an identity back in the queue,
+    /// their leases retired ([`RETIRE_LEASE`]), inside the caller's
+    /// transaction.
+    pub(super) async fn release_leases(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        held_by: HeldBy<'_>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let holder = match held_by {
+            HeldBy::Run(_) => "run_id = $1",
+            HeldBy::Identity(_) => "lease_owner = $1",
+        };
+        let sql = format!(
+            "UPDATE jobs SET state = 'pending', {RETIRE_LEASE}, updated_at = $2 WHERE state = 'leased' AND {holder}"
+        );
+        let query = match held_by {
+            HeldBy::Run(run) => sqlx::query(&sql).bind(run),
+            HeldBy::Identity(worker) => sqlx::query(&sql).bind(worker),
+        };
+        query.bind(now).execute(&mut **tx).await?;
+        Ok(())
+    }
+
     pub(super) async fn job_censuses(
         &self,
         jobs: &[crate::JobId],
     ) -> Result<std::collections::HashMap<crate::JobId, Census>, StoreError> {
         let mut censuses = std::collections::HashMap::with_capacity(jobs.len());
-        for chunk in jobs.chunks(self.backend.rows_per_statement(1000, 1)) {
-            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!(
-                "SELECT j.id, r.id, r.census FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({})",
-                placeholders.join(", ")
-            );
-            let mut query = sqlx::query(&sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            for row in query.fetch_all(&self.pool).await? {
-                censuses.insert(row.try_get(0)?, read_census(row.try_get(1)?, &row.try_get::<String, _>(2)?)?);
-            }
+        let mut connection = self.pool.acquire().await?;
+        let rows = self
+            .select_by_ids(&mut connection, jobs, |ids| {
+                format!("SELECT j.id, r.id, r.census FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({ids})")
+            })
+            .await?;
+        for row in rows {
+            censuses.insert(row.try_get(0)?, read_census(row.try_get(1)?, &row.try_get::<String, _>(2)?)?);
         }
         Ok(censuses)
     }

@@ -7,6 +7,7 @@ use num_bigint::BigUint;
 use sqlx::Row;
 
 use super::exact::{ClassChanges, Direction};
+use super::queue::RETIRE_LEASE;
 use super::{JobState, SqlStore, now_ms, parse_big};
 use crate::{JobId, RunId, StoreError};
 
@@ -56,41 +57,36 @@ impl SqlStore {
         let mut classes: ClassChanges = BTreeMap::new();
         // run -> (jobs done reopened, conflicts closed, failures closed, count taken out)
         let mut runs: BTreeMap<RunId, (i64, i64, i64, BigUint)> = BTreeMap::new();
-        for chunk in ids.chunks(self.backend.rows_per_statement(500, 1)) {
-            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!(
-                "SELECT j.id, j.state, CAST(j.count AS TEXT), j.conflict, j.run_id, j.class_id FROM jobs j
-                 WHERE j.id IN ({}) ORDER BY j.id {}",
-                placeholders.join(", "),
-                self.backend.for_update()
-            );
-            let mut query = sqlx::query(&sql);
-            for id in chunk {
-                query = query.bind(*id);
+        let rows = self
+            .select_by_ids(tx, &ids, |ids| {
+                format!(
+                    "SELECT j.id, j.state, CAST(j.count AS TEXT), j.conflict, j.run_id, j.class_id FROM jobs j
+                     WHERE j.id IN ({ids}) ORDER BY j.id {}",
+                    self.backend.for_update()
+                )
+            })
+            .await?;
+        if rows.len() != ids.len() {
+            let found: BTreeSet<JobId> = rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>()?;
+            let missing = ids.iter().find(|id| !found.contains(id)).copied().unwrap_or_default();
+            return Err(StoreError::UnknownJob(missing));
+        }
+        for row in &rows {
+            let state: JobState = row.try_get::<String, _>(1)?.parse()?;
+            let conflict = i64::from(row.try_get::<i64, _>(3)? != 0);
+            let (run, class): (RunId, i64) = (row.try_get(4)?, row.try_get(5)?);
+            let entry = runs.entry(run).or_default();
+            entry.1 += conflict;
+            if state == JobState::Failed {
+                entry.2 += 1;
             }
-            let rows = query.fetch_all(&mut **tx).await?;
-            if rows.len() != chunk.len() {
-                let found: BTreeSet<JobId> = rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>()?;
-                let missing = chunk.iter().find(|id| !found.contains(id)).copied().unwrap_or_default();
-                return Err(StoreError::UnknownJob(missing));
-            }
-            for row in &rows {
-                let state: JobState = row.try_get::<String, _>(1)?.parse()?;
-                let conflict = i64::from(row.try_get::<i64, _>(3)? != 0);
-                let (run, class): (RunId, i64) = (row.try_get(4)?, row.try_get(5)?);
-                let entry = runs.entry(run).or_default();
-                entry.1 += conflict;
-                if state == JobState::Failed {
-                    entry.2 += 1;
-                }
-                if state == JobState::Done {
-                    let count = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_else(|| "0".into()))?;
-                    entry.0 += 1;
-                    entry.3 += &count;
-                    let class = classes.entry((run, class)).or_default();
-                    class.0 += count;
-                    class.1 += 1;
-                }
+            if state == JobState::Done {
+                let count = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_else(|| "0".into()))?;
+                entry.0 += 1;
+                entry.3 += &count;
+                let class = classes.entry((run, class)).or_default();
+                class.0 += count;
+                class.1 += 1;
             }
         }
         // Postgres subtracts in NUMERIC; SQLite in Rust, exactly.
@@ -137,8 +133,7 @@ impl SqlStore {
             let placeholders: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
             let sql = format!(
                 "UPDATE jobs SET state = 'pending', count = NULL, votes = 0, conflict = 0, failures = 0,
-                        round = round + 1, failure_epoch = failure_epoch + 1, lease_owner = NULL, lease_token = NULL,
-                        lease_expires_at = NULL, updated_at = $1
+                        round = round + 1, failure_epoch = failure_epoch + 1, {RETIRE_LEASE}, updated_at = $1
                  WHERE id IN ({})",
                 placeholders.join(", ")
             );
@@ -231,10 +226,9 @@ impl SqlStore {
         let quorum = i64::from(self.config.fail_quorum.clamp(1, self.config.max_attempts.max(1)));
         let exhausted = failures >= i64::from(self.config.max_attempts) && identities >= quorum;
         let next = if exhausted { JobState::Failed } else { JobState::Pending };
-        sqlx::query(
-            "UPDATE jobs SET state = $2, failures = $3, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-                    updated_at = $4 WHERE id = $1",
-        )
+        sqlx::query(&format!(
+            "UPDATE jobs SET state = $2, failures = $3, {RETIRE_LEASE}, updated_at = $4 WHERE id = $1"
+        ))
         .bind(job)
         .bind(next.as_str())
         .bind(failures)
@@ -307,10 +301,10 @@ impl SqlStore {
                 self.recount_in(&mut tx, id).await?;
                 continue;
             }
-            sqlx::query(
-                "UPDATE jobs SET state = 'pending', failures = 0, failure_epoch = failure_epoch + 1, lease_owner = NULL,
-                        lease_token = NULL, lease_expires_at = NULL, updated_at = $2 WHERE id = $1",
-            )
+            sqlx::query(&format!(
+                "UPDATE jobs SET state = 'pending', failures = 0, failure_epoch = failure_epoch + 1, {RETIRE_LEASE},
+                        updated_at = $2 WHERE id = $1"
+            ))
             .bind(id)
             .bind(now)
             .execute(&mut *tx)

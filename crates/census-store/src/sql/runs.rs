@@ -7,6 +7,7 @@ use std::sync::Arc;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::queue::HeldBy;
 use super::{RunFacts, SqlStore, now_ms, read_census};
 use crate::{JobSpec, MAX_KEY_LEN, MAX_REDUNDANCY, RunId, RunSpec, RunSummary, StoreError};
 
@@ -222,14 +223,7 @@ impl SqlStore {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(
-            "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = $2
-             WHERE run_id = $1 AND state = 'leased'",
-        )
-        .bind(run)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        self.release_leases(&mut tx, HeldBy::Run(run), now).await?;
         tx.commit().await?;
         tracing::warn!(run, "run cancelled");
         Ok(())
