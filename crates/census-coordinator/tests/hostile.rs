@@ -77,6 +77,16 @@ impl Harness {
             .run_id
     }
 
+    /// A run of `census` (its text), redundancy 1.
+    async fn create_census_run(&self, census: &str) -> i64 {
+        self.census(Some(&self.operator))
+            .create_run(CreateRunRequest { census: census.into(), ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner()
+            .run_id
+    }
+
     async fn result(&self, run: i64) -> RunResult {
         self.census(Some(&self.reader)).get_result(GetResultRequest { run_id: run }).await.unwrap().into_inner()
     }
@@ -549,13 +559,7 @@ async fn http_get(address: std::net::SocketAddr, path: &str, token: Option<&str>
 async fn the_status_page_says_which_run_is_the_9x9_count(store: Arc<dyn JobStore>) {
     let h = Harness::start(store, CoordinatorConfig::default()).await;
     let sudoku = h.create_run(1).await;
-    let shape = h
-        .census(Some(&h.operator))
-        .create_run(CreateRunRequest { census: "shape boxes=2x3".into(), ..Default::default() })
-        .await
-        .unwrap()
-        .into_inner()
-        .run_id;
+    let shape = h.create_census_run("shape boxes=2x3").await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let page = listener.local_addr().unwrap();
     tokio::spawn(h.coordinator.clone().serve_status_page(listener, std::future::pending()));
@@ -887,13 +891,7 @@ async fn one_token_failing_every_job_cannot_stall_a_run(store: Arc<dyn JobStore>
     assert!(nothing.jobs.is_empty() && nothing.idle, "{nothing:?}");
 
     // A job that fails for every identity: failed for good once two have failed it.
-    let other = h
-        .census(Some(&h.operator))
-        .create_run(CreateRunRequest { census: "shape boxes=2x3".into(), ..Default::default() })
-        .await
-        .unwrap()
-        .into_inner()
-        .run_id;
+    let other = h.create_census_run("shape boxes=2x3").await;
     let second = h.token("second", Role::Worker).await;
     let mut helper = h.worker(&second);
     let mut doomed = None;
