@@ -225,12 +225,12 @@ fn a_4x3_run_is_created_on_sqlite_interrupted_and_resumed() {
     let args = ["run", "--database", &db, "--census", "shape boxes=4x3", "--workers", "1"];
     let (code, printed) = interrupt_run(&args, 1, 0);
     assert_eq!(code, Some(130), "{printed}");
-    assert!(printed.contains("shape boxes=4x3 (144578 classes), 144578 jobs"), "{printed}");
+    assert!(printed.contains("shape boxes=4x3 (144,578 classes), 144,578 jobs"), "{printed}");
     assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
 
     let (code, printed) = interrupt_run(&args, 1, 0);
     assert_eq!(code, Some(130), "{printed}");
-    assert!(printed.contains("shape boxes=4x3 (144578 classes), 144578 jobs"), "{printed}");
+    assert!(printed.contains("shape boxes=4x3 (144,578 classes), 144,578 jobs"), "{printed}");
     let status = census().args(["status", "--database", &db, "--json"]).output().unwrap();
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!((status["run_id"].as_i64(), status["failed"].as_i64()), (Some(1), Some(0)), "{status}");
