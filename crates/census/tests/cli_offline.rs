@@ -650,3 +650,37 @@ fn the_readme_command_table_is_one_table_with_every_command() {
         commands.iter().filter(|name| !rows.iter().any(|row| row.contains(&format!("`census {name} ")))).collect();
     assert!(missing.is_empty(), "no row in the README's command table for {missing:?}");
 }
+
+/// `token list` prints the columns its help names (the help promised a
+/// "created" column the list lacked: issue 25), the creation time as a UTC
+/// date and minute.
+#[test]
+fn token_list_prints_the_columns_its_help_names() {
+    let db = temp_path("columns.db");
+    let db = db.to_str().unwrap();
+    let made = census(&["token", "create", "--role", "reader", "--name", "watcher", "--database", db]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let help = String::from_utf8_lossy(&census(&["token", "--help"]).stdout).into_owned();
+    let promised: Vec<String> = help
+        .lines()
+        .find_map(|line| line.trim_start().strip_prefix("list "))
+        .and_then(|line| line.split_once(": "))
+        .unwrap_or_else(|| panic!("`token --help` lists the columns of `token list`: {help}"))
+        .1
+        .split(", ")
+        .map(|column| column.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert_eq!(promised, ["name", "role", "created", "rejected", "revoked", "quarantined"], "{help}");
+    let listed = String::from_utf8(census(&["token", "list", "--database", db]).stdout).unwrap();
+    let header: Vec<&str> = listed.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["name", "role", "created", "(UTC)", "rejected", "revoked", "quarantined"], "{listed}");
+    let row: Vec<&str> = listed.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!((row[0], row[1], row[4], row[5], row[6]), ("watcher", "reader", "0", "no", "no"), "{listed}");
+    let digits = |text: &str, pattern: &str| {
+        text.len() == pattern.len()
+            && text.chars().zip(pattern.chars()).all(|(c, p)| if p == '9' { c.is_ascii_digit() } else { c == p })
+    };
+    assert!(digits(row[2], "9999-99-99") && digits(row[3], "99:99"), "created as YYYY-MM-DD HH:MM: {listed}");
+    assert!(row[2] >= "2026-01-01", "the creation time, not the epoch: {listed}");
+    let _ = std::fs::remove_file(db);
+}
