@@ -1221,3 +1221,45 @@ fn shape_boxes_3x3_is_the_9x9_count_and_says_so() {
     assert!(verify.status.success(), "{}", text(&verify));
     assert!(text(&verify).contains("agree: the run gives the published count"), "{}", text(&verify));
 }
+
+/// A lease lost while its job is still being counted is said once, not at
+/// every heartbeat until the job ends (for a job of an hour, a line every
+/// 10 s). The run is cancelled under a worker counting one of the
+/// essentially different census's first jobs (seconds each); with 1 s
+/// leases the heartbeat beats every third of a second. The worker's own
+/// lease calls after the cancel (the coordinator's metrics) say when its
+/// job is over.
+#[test]
+fn a_lost_lease_is_logged_once() {
+    let mut cluster = Cluster::on(temp_db("lost-once"));
+    let metrics_port = free_port();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let coordinator = ["--census", "essentially-different", "--lease-ttl", "1", "--metrics-listen", &metrics];
+    cluster.children.push(cluster.coordinator(&[&coordinator[..], &["--public-metrics"]].concat()));
+    cluster.wait_until_serving();
+    let token = cluster.create_token("worker", "slow");
+    let log_path = std::env::temp_dir().join(format!("census-e2e-{}-lost-once.log", std::process::id()));
+    let worker = census()
+        .args(["worker", "--coordinator", &format!("http://{}", cluster.address), "--token-file", &token])
+        .args(["--threads", "1", "--batch", "1"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    cluster.children.push(worker);
+    wait_until("a job leased", || cluster.status_json()["leased"].as_u64() >= Some(1));
+    let cancel = census()
+        .args(["cancel", "--run", "1", "--coordinator", &cluster.address, "--token-file", &cluster.operator_token()])
+        .output()
+        .unwrap();
+    assert!(cancel.status.success(), "{}", text(&cancel));
+    let leases = || sample(&scrape(metrics_port, None), "census_lease_seconds_count").unwrap_or(0.0);
+    let at_the_cancel = leases();
+    // The job under way ends (its count dropped, or refused if it ended
+    // before a heartbeat heard of the cancel), and the worker asks for work
+    // twice more (the run is cancelled: none).
+    wait_until("two more lease calls", || leases() >= at_the_cancel + 2.0);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.matches("leases lost").count() <= 1, "said at every heartbeat: {log}");
+    let _ = std::fs::remove_file(&log_path);
+}
