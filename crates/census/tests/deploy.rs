@@ -292,7 +292,10 @@ fn the_readme_greps_find_the_answer_in(log: &Path) {
         assert!(output.status.success() && !found.is_empty(), "`{grep}` finds nothing in the coordinator's log");
         // What the compose line shows is the log line's own text.
         let shown = shown.trim();
-        assert!(shown.is_empty() || found.contains(shown), "`{grep}` prints {found:?}, not {shown:?} as the README shows");
+        assert!(
+            shown.is_empty() || found.contains(shown),
+            "`{grep}` prints {found:?}, not {shown:?} as the README shows"
+        );
     }
 }
 
@@ -345,4 +348,61 @@ fn applying_the_kustomization_overwrites_no_secret() {
             );
         }
     }
+}
+
+/// `.ci/run` installs what the tests need with apt-get: as root directly,
+/// otherwise through sudo, and with neither it says what to install and
+/// exits 1 (it called `sudo` where there was none: issue 25). Run on a
+/// PATH of stand-ins: `apt-get` and `sudo` write down how they were called,
+/// `id` says who the user is, `cargo` fails, which ends the script right
+/// after its installing step; no Chromium, no sqlite3.
+#[test]
+fn the_ci_script_installs_as_root_without_sudo_and_explains_without_either() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("census-ci-path-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (with_sudo, without_sudo) = (dir.join("with-sudo"), dir.join("without-sudo"));
+    let calls = dir.join("calls");
+    let script = |bin: &Path, name: &str, body: &str| {
+        std::fs::create_dir_all(bin).unwrap();
+        let path = bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    for bin in [&with_sudo, &without_sudo] {
+        script(bin, "apt-get", r#"echo "apt-get $*" >> "$CALLS""#);
+        script(bin, "id", r#"echo "$FAKE_UID""#);
+        script(bin, "cargo", "exit 3");
+        script(bin, "dirname", r#"exec /usr/bin/dirname "$@""#);
+    }
+    script(&with_sudo, "sudo", r#"echo "sudo $*" >> "$CALLS"; exec "$@""#);
+    let ci = |bin: &Path, uid: &str| {
+        let _ = std::fs::remove_file(&calls);
+        let output = Command::new("/bin/bash")
+            .arg(root().join(".ci/run"))
+            .env_clear()
+            .env("PATH", bin)
+            .env("FAKE_UID", uid)
+            .env("CALLS", &calls)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.code(), said, std::fs::read_to_string(&calls).unwrap_or_default())
+    };
+    let install = "apt-get install -y -qq chromium sqlite3";
+    // Root, no sudo anywhere: apt-get itself.
+    let (code, said, calls_made) = ci(&without_sudo, "0");
+    assert_eq!(code, Some(3), "it went on to cargo: {said}");
+    assert_eq!(calls_made, format!("apt-get update -qq\n{install}\n"), "{said}");
+    assert!(!said.contains("sudo"), "{said}");
+    // Not root, with sudo: through it.
+    let (code, said, calls_made) = ci(&with_sudo, "1000");
+    assert_eq!(code, Some(3), "{said}");
+    assert!(calls_made.contains(&format!("sudo {install}\n{install}\n")), "{calls_made}");
+    // Not root, no sudo: what to do, and nothing run.
+    let (code, said, calls_made) = ci(&without_sudo, "1000");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("installing needs root or sudo: apt-get install chromium sqlite3 by hand"), "{said}");
+    assert_eq!(calls_made, "", "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
