@@ -705,7 +705,10 @@ fn submit_and_the_coordinator_name_census_beside_stage() {
     let bare = census(&["submit", "--coordinator", "127.0.0.1:9"]);
     let stderr = String::from_utf8_lossy(&bare.stderr);
     assert_eq!(bare.status.code(), Some(2), "{stderr}");
-    assert!(stderr.starts_with("census: error: ") && stderr.contains("--census") && stderr.contains("--stage"), "{stderr}");
+    assert!(
+        stderr.starts_with("census: error: ") && stderr.contains("--census") && stderr.contains("--stage"),
+        "{stderr}"
+    );
     let help = String::from_utf8_lossy(&census(&["coordinator", "--help"]).stdout).into_owned();
     // The line under the flag: its description.
     let redundancy = help.lines().skip_while(|line| !line.trim_start().starts_with("--redundancy ")).nth(1);

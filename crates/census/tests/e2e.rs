@@ -1167,7 +1167,11 @@ fn reads_name_the_reader_role_and_a_partial_sum_is_no_answer() {
         .args(["status", "--coordinator", &cluster.address, "--token", &format!("census_{}", "cd".repeat(32))])
         .output()
         .unwrap();
-    assert!(text(&unknown).contains("unknown token") && text(&unknown).contains("`--role reader`"), "{}", text(&unknown));
+    assert!(
+        text(&unknown).contains("unknown token") && text(&unknown).contains("`--role reader`"),
+        "{}",
+        text(&unknown)
+    );
     let counter = cluster.create_token("worker", "counter");
     let as_worker =
         census().args(["status", "--coordinator", &cluster.address, "--token-file", &counter]).output().unwrap();
@@ -1189,7 +1193,10 @@ fn reads_name_the_reader_role_and_a_partial_sum_is_no_answer() {
     assert!(status.status.success(), "{}", text(&status));
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!((status["done"].as_u64(), status["final"].as_bool()), (Some(5), Some(false)), "{status}");
-    assert_eq!((status["s"].as_str(), status["n0"].as_str(), status["answer"].as_str()), (Some(""), Some(""), Some("")));
+    assert_eq!(
+        (status["s"].as_str(), status["n0"].as_str(), status["answer"].as_str()),
+        (Some(""), Some(""), Some(""))
+    );
     let reader = std::fs::read_to_string(&reader).unwrap();
     let page = http_get(http_port, "/api/status", Some(&reader));
     let json: serde_json::Value = serde_json::from_str(page.split("\r\n\r\n").nth(1).unwrap_or_default())
