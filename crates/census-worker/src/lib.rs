@@ -355,6 +355,9 @@ impl Worker {
             }
         }
         for (job, reason) in failures {
+            // A job it gave up is no lease of its own to keep: the heartbeat
+            // stops sending it (the coordinator would answer "lost").
+            cancelled.lock().expect("never poisoned").insert(job.token.clone());
             self.fail(&job, &reason).await;
         }
         if self.cancel.load(Ordering::Relaxed) {
@@ -369,6 +372,9 @@ impl Worker {
         Ok(Some((results, heartbeat)))
     }
 
+    /// Heartbeats the leases of `tokens` every third of their TTL, but those
+    /// in `cancelled` (lost, or given up): a lost lease is said once, not at
+    /// every beat while a long job goes on.
     fn spawn_heartbeat(
         &self,
         tokens: Vec<String>,
@@ -381,7 +387,14 @@ impl Worker {
             let every = (ttl / 3).max(Duration::from_millis(200));
             loop {
                 tokio::time::sleep(every).await;
-                let request = HeartbeatRequest { worker_id: worker_id.clone(), tokens: tokens.clone() };
+                let held: Vec<String> = {
+                    let dropped = cancelled.lock().expect("never poisoned");
+                    tokens.iter().filter(|token| !dropped.contains(*token)).cloned().collect()
+                };
+                if held.is_empty() {
+                    return;
+                }
+                let request = HeartbeatRequest { worker_id: worker_id.clone(), tokens: held };
                 match client.heartbeat(deadline(request, CALL_DEADLINE)).await {
                     Ok(response) => {
                         let lost = response.into_inner().cancel_tokens;
