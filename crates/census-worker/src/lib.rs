@@ -93,9 +93,9 @@ const BATCH_TARGET: Duration = Duration::from_secs(1);
 
 /// The next batch's size from the last one's measured rate (`jobs` counted
 /// in `elapsed` on `threads` threads): what that rate counts in
-/// [`BATCH_TARGET`], or in a third of the lease TTL if that is shorter, at
+/// `BATCH_TARGET`, or in a third of the lease TTL if that is shorter, at
 /// least one job a thread (a job of an hour is leased one at a time) and
-/// at most [`LARGEST_BATCH`] (a job of microseconds). Fair with any job
+/// at most `LARGEST_BATCH` (a job of microseconds). Fair with any job
 /// length: every worker's batch lasts about the same time. (A cap on its
 /// growth would spread a census whose first jobs are far faster than the
 /// rest, but costs the 9x9 run a fifth of its time in round trips:
