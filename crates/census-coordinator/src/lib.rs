@@ -168,10 +168,12 @@ impl Coordinator {
     }
 
     /// Creates (or finds, or resumes) the run of a census: its jobs are
-    /// listed here (for the 9x9 count, the stage's class table is built)
-    /// and stored.
+    /// made (for the 9x9 count, the stage's class table is built) and
+    /// stored a chunk at a time, never all in memory.
     pub async fn create_run(self: &Arc<Self>, census: Census, redundancy: u32) -> Result<RunSummary, StoreError> {
-        let jobs = tokio::task::spawn_blocking(move || census.jobs())
+        // Made as the store reads them, a chunk at a time (a 9x9 stage's
+        // class table is built here, off the async threads).
+        let jobs = tokio::task::spawn_blocking(move || census.job_stream())
             .await
             .map_err(|e| StoreError::Internal(format!("listing the census's jobs panicked: {e}")))?
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -179,7 +181,7 @@ impl Coordinator {
         let coordinator = self.clone();
         tokio::task::spawn_blocking(move || coordinator.checking.prepare(census));
         let spec = RunSpec { census, counter_version: census.counter_version(), redundancy: redundancy.max(1) };
-        let run = self.store.create_run(&spec, &jobs).await?;
+        let run = self.store.create_run_streaming(&spec, jobs).await?;
         self.store.run(run).await
     }
 

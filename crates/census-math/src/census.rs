@@ -255,9 +255,22 @@ impl Census {
                 .into_iter()
                 .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
                 .collect()),
-            Census::Synthetic { jobs, .. } => Ok((0..jobs)
-                .map(|index| JobSpec { key: synthetic::key(index), group: synthetic::group(index), weight: 1 })
-                .collect()),
+            Census::Synthetic { .. } => Ok(self.job_stream()?.collect()),
+        }
+    }
+
+    /// Every job of the census, in the order of [`Census::jobs`], made as
+    /// they are read: the synthetic census's (up to 10^7) are never all in
+    /// memory; the other kinds list theirs first (at most a few hundred
+    /// thousand, and the 9x9 stages' class tables are built anyway).
+    pub fn job_stream(&self) -> Result<Box<dyn Iterator<Item = JobSpec> + Send>, CensusError> {
+        match *self {
+            Census::Synthetic { jobs, .. } => Ok(Box::new((0..jobs).map(|index| JobSpec {
+                key: synthetic::key(index),
+                group: synthetic::group(index),
+                weight: 1,
+            }))),
+            _ => Ok(Box::new(self.jobs()?.into_iter())),
         }
     }
 

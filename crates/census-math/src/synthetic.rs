@@ -20,8 +20,9 @@
 
 use num_bigint::BigUint;
 
-/// The most jobs a synthetic census lists (its job list is built in
-/// memory, like every census's, so it stays a few hundred MB at most).
+/// The most jobs a synthetic census lists (`Census::job_stream` makes
+/// them one at a time for a run's creation; the fold of a finished run
+/// still lists them all, about 1.3 GB at 10^7).
 pub const MAX_JOBS: u64 = 10_000_000;
 
 /// Jobs per group, as the 9x9 census has 10 seeds per class: results of

@@ -430,6 +430,10 @@ pub fn check_identity(name: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A run's jobs as they are made (`Census::job_stream`), for
+/// [`JobStore::create_run_streaming`].
+pub type JobStream = Box<dyn Iterator<Item = JobSpec> + Send>;
+
 /// The queue of record. See the crate documentation for the semantics.
 #[async_trait]
 pub trait JobStore: Send + Sync {
@@ -438,7 +442,18 @@ pub trait JobStore: Send + Sync {
     /// the existing run if one with the same spec exists. The jobs are
     /// checked against the census only when the run finishes: its fold
     /// refuses any job list but the census's own.
-    async fn create_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<RunId, StoreError>;
+    async fn create_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<RunId, StoreError> {
+        // The stream owns its jobs ('static), so they are copied once.
+        let owned: Vec<JobSpec> = jobs.to_vec();
+        self.create_run_streaming(spec, Box::new(owned.into_iter())).await
+    }
+
+    /// [`JobStore::create_run`] from jobs as they are made: they are read
+    /// and stored a chunk at a time, in one transaction (a run appears
+    /// whole or not at all), so a run of 10^7 jobs never has its job list in
+    /// memory. An existing run with the same spec is returned without
+    /// reading `jobs`.
+    async fn create_run_streaming(&self, spec: &RunSpec, jobs: JobStream) -> Result<RunId, StoreError>;
     /// The census of each of `jobs`' runs (unknown jobs are left out), so
     /// a result can be checked with its census's counter.
     async fn censuses_of(&self, jobs: &[JobId]) -> Result<std::collections::HashMap<JobId, Census>, StoreError>;

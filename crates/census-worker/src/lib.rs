@@ -85,6 +85,29 @@ pub fn default_worker_id() -> String {
 /// report stays a few hundred kilobytes.
 const LARGEST_BATCH: u32 = 2048;
 const _: () = assert!(LARGEST_BATCH <= census_proto::limits::MAX_BATCH);
+/// How long a batch should take to count: long enough that round trips
+/// are a small part of a job's cost, short enough that a worker never
+/// holds a backlog while another is idle (the run's last batches end
+/// together) and that a batch ends well within its lease.
+const BATCH_TARGET: Duration = Duration::from_secs(1);
+
+/// The next batch's size from the last one's measured rate (`jobs` counted
+/// in `elapsed` on `threads` threads): what that rate counts in
+/// `BATCH_TARGET`, or in a third of the lease TTL if that is shorter, at
+/// least one job a thread (a job of an hour is leased one at a time) and
+/// at most `LARGEST_BATCH` (a job of microseconds). Fair with any job
+/// length: every worker's batch lasts about the same time. (A cap on its
+/// growth would spread a census whose first jobs are far faster than the
+/// rest, but costs the 9x9 run a fifth of its time in round trips:
+/// BENCHMARKS.md.)
+pub fn batch_for_rate(jobs: usize, elapsed: Duration, threads: usize, lease_ttl: Duration) -> u32 {
+    let smallest = threads.clamp(1, LARGEST_BATCH as usize) as f64;
+    // A batch counted faster than the clock's resolution is as fast as it gets.
+    let jobs_per_second = jobs as f64 / elapsed.as_secs_f64().max(1e-6);
+    let target = BATCH_TARGET.min(lease_ttl / 3).as_secs_f64();
+    (jobs_per_second * target).clamp(smallest, f64::from(LARGEST_BATCH)) as u32
+}
+
 const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_CAP: Duration = Duration::from_secs(10);
 /// How long a draining worker keeps trying to report the counts in hand.
@@ -253,13 +276,7 @@ impl Worker {
             let counted = self.count_batch(response.jobs, ttl).await?;
             let Some((results, heartbeat)) = counted else { break };
             if self.config.batch.is_none() {
-                // About one second of counting per thread per batch. (A
-                // cap on its growth would spread a census whose first jobs
-                // are far faster than the rest, but costs the 9x9 run a
-                // fifth of its time in round trips: BENCHMARKS.md.)
-                let per_job = started.elapsed().as_secs_f64() / jobs as f64;
-                let wanted = self.config.threads as f64 / per_job.max(1e-6);
-                batch = wanted.clamp(self.config.threads as f64, f64::from(LARGEST_BATCH)) as u32;
+                batch = batch_for_rate(jobs, started.elapsed(), self.config.threads, ttl);
             }
             // The coordinator checks results by counting them again, which
             // for slow jobs takes as long as counting did: the report goes
@@ -355,6 +372,9 @@ impl Worker {
             }
         }
         for (job, reason) in failures {
+            // A job it gave up is no lease of its own to keep: the heartbeat
+            // stops sending it (the coordinator would answer "lost").
+            cancelled.lock().expect("never poisoned").insert(job.token.clone());
             self.fail(&job, &reason).await;
         }
         if self.cancel.load(Ordering::Relaxed) {
@@ -369,6 +389,9 @@ impl Worker {
         Ok(Some((results, heartbeat)))
     }
 
+    /// Heartbeats the leases of `tokens` every third of their TTL, but those
+    /// in `cancelled` (lost, or given up): a lost lease is said once, not at
+    /// every beat while a long job goes on.
     fn spawn_heartbeat(
         &self,
         tokens: Vec<String>,
@@ -381,7 +404,14 @@ impl Worker {
             let every = (ttl / 3).max(Duration::from_millis(200));
             loop {
                 tokio::time::sleep(every).await;
-                let request = HeartbeatRequest { worker_id: worker_id.clone(), tokens: tokens.clone() };
+                let held: Vec<String> = {
+                    let dropped = cancelled.lock().expect("never poisoned");
+                    tokens.iter().filter(|token| !dropped.contains(*token)).cloned().collect()
+                };
+                if held.is_empty() {
+                    return;
+                }
+                let request = HeartbeatRequest { worker_id: worker_id.clone(), tokens: held };
                 match client.heartbeat(deadline(request, CALL_DEADLINE)).await {
                     Ok(response) => {
                         let lost = response.into_inner().cancel_tokens;
@@ -545,4 +575,44 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     text[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_batch_lasts_about_a_second_at_the_measured_rate() {
+        // 500 jobs in half a second on 4 threads: 1,000 jobs a second.
+        assert_eq!(batch_for_rate(500, Duration::from_millis(500), 4, TTL), 1000);
+        // The same rate measured on a batch of 125.
+        assert_eq!(batch_for_rate(125, Duration::from_millis(125), 4, TTL), 1000);
+    }
+
+    #[test]
+    fn long_jobs_are_leased_one_a_thread() {
+        // One job of an hour on each of 4 threads.
+        assert_eq!(batch_for_rate(4, Duration::from_secs(3600), 4, TTL), 4);
+        // Jobs of 0.4 s on 3 threads: 7.5 a second, 7 jobs a batch.
+        assert_eq!(batch_for_rate(3, Duration::from_millis(400), 3, TTL), 7);
+    }
+
+    #[test]
+    fn fast_jobs_fill_the_largest_batch() {
+        assert_eq!(batch_for_rate(2048, Duration::from_millis(2), 2, TTL), LARGEST_BATCH);
+        assert_eq!(batch_for_rate(64, Duration::ZERO, 1, TTL), LARGEST_BATCH);
+    }
+
+    #[test]
+    fn a_short_lease_shortens_the_batch_to_a_third_of_it() {
+        // 1,000 jobs a second and a 1.5 s TTL: half a second of jobs.
+        assert_eq!(batch_for_rate(1000, Duration::from_secs(1), 2, Duration::from_millis(1500)), 500);
+    }
+
+    #[test]
+    fn more_threads_than_the_largest_batch_still_ask_for_a_valid_batch() {
+        assert_eq!(batch_for_rate(1, Duration::from_secs(60), 10_000, TTL), LARGEST_BATCH);
+    }
 }

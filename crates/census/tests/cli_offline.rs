@@ -105,10 +105,22 @@ fn absurd_numbers_are_refused_before_anything_starts() {
 fn a_file_that_is_not_a_census_database_is_refused_at_once() {
     let not_sqlite = temp_path("not-sqlite.db");
     std::fs::write(&not_sqlite, "this is a text file, not a database\n".repeat(100)).unwrap();
-    let output = census(&["run", "--database", not_sqlite.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "bad input exits 2: {stderr}");
-    assert!(stderr.contains("is not an SQLite database"), "{stderr}");
+    let text_file = not_sqlite.to_str().unwrap();
+    // Every command that opens a database (it exited 1 for some: issue 25).
+    for args in [
+        &["run", "--database", text_file][..],
+        &["coordinator", "--database", text_file, "--listen", "127.0.0.1:0"],
+        &["status", "--database", text_file],
+        &["verify", "--database", text_file],
+        &["token", "list", "--database", text_file],
+        &["token", "create", "--role", "reader", "--name", "r", "--database", text_file],
+    ] {
+        let output = census(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: bad input exits 2: {stderr}");
+        assert!(stderr.contains("is not an SQLite database"), "{args:?}: {stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(&not_sqlite).unwrap(), "this is a text file, not a database\n".repeat(100));
 
     // An SQLite file cut short.
     let whole = temp_path("whole.db");
@@ -649,4 +661,115 @@ fn the_readme_command_table_is_one_table_with_every_command() {
     let missing: Vec<&&str> =
         commands.iter().filter(|name| !rows.iter().any(|row| row.contains(&format!("`census {name} ")))).collect();
     assert!(missing.is_empty(), "no row in the README's command table for {missing:?}");
+}
+
+/// `token list` prints the columns its help names (the help promised a
+/// "created" column the list lacked: issue 25), the creation time as a UTC
+/// date and minute.
+#[test]
+fn token_list_prints_the_columns_its_help_names() {
+    let db = temp_path("columns.db");
+    let db = db.to_str().unwrap();
+    let made = census(&["token", "create", "--role", "reader", "--name", "watcher", "--database", db]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let help = String::from_utf8_lossy(&census(&["token", "--help"]).stdout).into_owned();
+    let promised: Vec<String> = help
+        .lines()
+        .find_map(|line| line.trim_start().strip_prefix("list "))
+        .and_then(|line| line.split_once(": "))
+        .unwrap_or_else(|| panic!("`token --help` lists the columns of `token list`: {help}"))
+        .1
+        .split(", ")
+        .map(|column| column.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert_eq!(promised, ["name", "role", "created", "rejected", "revoked", "quarantined"], "{help}");
+    let listed = String::from_utf8(census(&["token", "list", "--database", db]).stdout).unwrap();
+    let header: Vec<&str> = listed.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["name", "role", "created", "(UTC)", "rejected", "revoked", "quarantined"], "{listed}");
+    let row: Vec<&str> = listed.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!((row[0], row[1], row[4], row[5], row[6]), ("watcher", "reader", "0", "no", "no"), "{listed}");
+    let digits = |text: &str, pattern: &str| {
+        text.len() == pattern.len()
+            && text.chars().zip(pattern.chars()).all(|(c, p)| if p == '9' { c.is_ascii_digit() } else { c == p })
+    };
+    assert!(digits(row[2], "9999-99-99") && digits(row[3], "99:99"), "created as YYYY-MM-DD HH:MM: {listed}");
+    assert!(row[2] >= "2026-01-01", "the creation time, not the epoch: {listed}");
+    let _ = std::fs::remove_file(db);
+}
+
+/// Where a run is chosen, `--census` is named beside `--stage`: `submit`
+/// without either said only what clap said of `--stage` (issue 25), and
+/// the coordinator's `--redundancy` spoke only of `--stage`.
+#[test]
+fn submit_and_the_coordinator_name_census_beside_stage() {
+    let bare = census(&["submit", "--coordinator", "127.0.0.1:9"]);
+    let stderr = String::from_utf8_lossy(&bare.stderr);
+    assert_eq!(bare.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("census: error: ") && stderr.contains("--census") && stderr.contains("--stage"),
+        "{stderr}"
+    );
+    let help = String::from_utf8_lossy(&census(&["coordinator", "--help"]).stdout).into_owned();
+    // The line under the flag: its description.
+    let redundancy = help.lines().skip_while(|line| !line.trim_start().starts_with("--redundancy ")).nth(1);
+    let redundancy = redundancy.unwrap_or_else(|| panic!("no --redundancy in {help}"));
+    assert!(redundancy.contains("--stage") && redundancy.contains("--census"), "{redundancy}");
+}
+
+/// A second SIGTERM ends a worker at once, exit code 130, whatever the
+/// first is waiting for: here a coordinator that takes the connection and
+/// never answers (the worker's call would wait out its 20 s deadline). The
+/// README promises it; signals were once ignored (issue 25).
+#[test]
+fn a_second_signal_ends_a_worker_whose_coordinator_never_answers() {
+    use std::io::{BufRead, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            // Read what comes, answer nothing, keep the connection open.
+            let mut reader = stream.try_clone().unwrap();
+            std::thread::spawn(move || while reader.read(&mut [0u8; 4096]).is_ok_and(|n| n > 0) {});
+            held.push(stream);
+        }
+    });
+    let token = format!("census_{}", "ab".repeat(32));
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_census"))
+        .args(["worker", "--coordinator", &format!("http://{address}"), "--token", &token, "--threads", "1"])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(worker.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut wait_for = |wanted: &str, seen: &mut Vec<String>| {
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            seen.push(line.clone());
+            if line.contains(wanted) {
+                return;
+            }
+        }
+        panic!("the worker never logged {wanted:?}: {seen:?}");
+    };
+    wait_for("worker starting", &mut seen);
+    let term = || {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe {
+            libc::kill(worker.id() as i32, libc::SIGTERM);
+        }
+    };
+    term();
+    wait_for("signal received: stopping (a second signal exits at once)", &mut seen);
+    term();
+    let mut rest = String::new();
+    for line in lines {
+        rest.push_str(&line.unwrap());
+        rest.push('\n');
+    }
+    let status = worker.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{seen:?} {rest}");
+    assert!(rest.contains("census: a second signal: exiting at once"), "{seen:?} {rest}");
 }

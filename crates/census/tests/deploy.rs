@@ -5,7 +5,7 @@
 //! and the compose topology, started as local processes with the compose
 //! file's own commands and environment, computes N0.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -81,8 +81,10 @@ fn the_compose_file_is_valid_compose() {
 #[test]
 fn the_kubernetes_manifests_are_valid_kubernetes() {
     let (_, validate) = tools();
-    let files = manifests();
+    let mut files = manifests();
     assert!(files.iter().all(|f| f.exists()), "every resource in kustomization.yaml exists: {files:?}");
+    // The demo's database Secret, applied by hand (not by `apply -k`).
+    files.push(root().join("deploy/kubernetes/database-secret.yaml"));
     let output = run(Command::new(validate).args(["--strict"]).args(&files));
     assert!(!output.contains("ERROR"), "{output}");
 }
@@ -268,8 +270,141 @@ fn the_compose_topology_computes_n0_as_local_processes() {
     }
     let log = std::fs::read_to_string(&coordinator_log).unwrap_or_default();
     assert!(finished, "the coordinator's log shows the final N0:\n{log}");
+    the_readme_greps_find_the_answer_in(&coordinator_log);
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(status["final"], true);
     assert_eq!(status["n0"], "6670903752021072936960");
     let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// Every `... logs ... coordinator ... | grep ...` of the README (docker
+/// compose and kubectl), run by `sh` over a real coordinator's log, prints
+/// the line the README shows after it: they found nothing when the README
+/// grepped `N0` and the log said `census finished: ...` (issue 25).
+fn the_readme_greps_find_the_answer_in(log: &Path) {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let greps: Vec<&str> =
+        readme.lines().filter(|l| l.contains(" logs ") && l.contains("coordinator") && l.contains("| grep ")).collect();
+    assert!(greps.len() >= 2, "the README greps the compose and the Kubernetes coordinator's logs: {greps:?}");
+    for line in greps {
+        let (command, shown) = line.split_once('#').unwrap_or((line, ""));
+        let grep = command.split("| ").last().unwrap().trim();
+        let output = Command::new("sh").arg("-c").arg(format!("{grep} < '{}'", log.display())).output().unwrap();
+        let found = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success() && !found.is_empty(), "`{grep}` finds nothing in the coordinator's log");
+        // What the compose line shows is the log line's own text.
+        let shown = shown.trim();
+        assert!(
+            shown.is_empty() || found.contains(shown),
+            "`{grep}` prints {found:?}, not {shown:?} as the README shows"
+        );
+    }
+}
+
+/// Every Secret a manifest reads (`secretKeyRef`, a `secret` volume), by
+/// name, with the keys read from it.
+fn secrets_read(value: &Value, read: &mut BTreeMap<String, BTreeSet<String>>) {
+    match value {
+        Value::Mapping(map) => {
+            if let Some(reference) = map.get("secretKeyRef") {
+                let keys = read.entry(reference["name"].as_str().unwrap().to_string()).or_default();
+                keys.insert(reference["key"].as_str().unwrap().to_string());
+            }
+            if let Some(name) = map.get("secret").and_then(|secret| secret["secretName"].as_str()) {
+                read.entry(name.to_string()).or_default();
+            }
+            map.values().for_each(|v| secrets_read(v, read));
+        }
+        Value::Sequence(items) => items.iter().for_each(|v| secrets_read(v, read)),
+        _ => {}
+    }
+}
+
+/// `kubectl apply -k deploy/kubernetes` applies no Secret, so it never
+/// overwrites the ones the operator made with `kubectl create secret` (the
+/// database Secret was in the kustomization, and `apply -k` replaced the
+/// URL made for a managed Postgres: issue 25); and each Secret the manifests
+/// read, with each key, is one the README's commands create.
+#[test]
+fn applying_the_kustomization_overwrites_no_secret() {
+    let mut read = BTreeMap::new();
+    for file in manifests() {
+        for document in yaml_documents(&file) {
+            assert_ne!(document["kind"].as_str(), Some("Secret"), "`kubectl apply -k` applies {}", file.display());
+            secrets_read(&document, &mut read);
+        }
+    }
+    assert!(read.contains_key("census-tokens") && read.contains_key("census-database"), "{read:?}");
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    // The README's Kubernetes commands, continuation lines joined.
+    let commands = readme.replace("\\\n", " ");
+    for (name, keys) in read {
+        let create = commands
+            .lines()
+            .find(|l| l.contains(&format!("create secret generic {name} ")))
+            .unwrap_or_else(|| panic!("the README never creates the Secret {name}"));
+        for key in keys {
+            assert!(
+                create.contains(&format!("--from-literal={key}=")) || create.contains(&format!("--from-file={key}")),
+                "the README's Secret {name} has no key {key}: {create}"
+            );
+        }
+    }
+}
+
+/// `.ci/run` installs what the tests need with apt-get: as root directly,
+/// otherwise through sudo, and with neither it says what to install and
+/// exits 1 (it called `sudo` where there was none: issue 25). Run on a
+/// PATH of stand-ins: `apt-get` and `sudo` write down how they were called,
+/// `id` says who the user is, `cargo` fails, which ends the script right
+/// after its installing step; no Chromium, no sqlite3.
+#[test]
+fn the_ci_script_installs_as_root_without_sudo_and_explains_without_either() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("census-ci-path-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (with_sudo, without_sudo) = (dir.join("with-sudo"), dir.join("without-sudo"));
+    let calls = dir.join("calls");
+    let script = |bin: &Path, name: &str, body: &str| {
+        std::fs::create_dir_all(bin).unwrap();
+        let path = bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    for bin in [&with_sudo, &without_sudo] {
+        script(bin, "apt-get", r#"echo "apt-get $*" >> "$CALLS""#);
+        script(bin, "id", r#"echo "$FAKE_UID""#);
+        script(bin, "cargo", "exit 3");
+        script(bin, "dirname", r#"exec /usr/bin/dirname "$@""#);
+    }
+    script(&with_sudo, "sudo", r#"echo "sudo $*" >> "$CALLS"; exec "$@""#);
+    let ci = |bin: &Path, uid: &str| {
+        let _ = std::fs::remove_file(&calls);
+        let output = Command::new("/bin/bash")
+            .arg(root().join(".ci/run"))
+            .env_clear()
+            .env("PATH", bin)
+            .env("FAKE_UID", uid)
+            .env("CALLS", &calls)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.code(), said, std::fs::read_to_string(&calls).unwrap_or_default())
+    };
+    let install = "apt-get install -y -qq chromium sqlite3";
+    // Root, no sudo anywhere: apt-get itself.
+    let (code, said, calls_made) = ci(&without_sudo, "0");
+    assert_eq!(code, Some(3), "it went on to cargo: {said}");
+    assert_eq!(calls_made, format!("apt-get update -qq\n{install}\n"), "{said}");
+    assert!(!said.contains("sudo"), "{said}");
+    // Not root, with sudo: through it.
+    let (code, said, calls_made) = ci(&with_sudo, "1000");
+    assert_eq!(code, Some(3), "{said}");
+    assert!(calls_made.contains(&format!("sudo {install}\n{install}\n")), "{calls_made}");
+    // Not root, no sudo: what to do, and nothing run.
+    let (code, said, calls_made) = ci(&without_sudo, "1000");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("installing needs root or sudo: apt-get install chromium sqlite3 by hand"), "{said}");
+    assert_eq!(calls_made, "", "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

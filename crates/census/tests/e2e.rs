@@ -225,12 +225,12 @@ fn a_4x3_run_is_created_on_sqlite_interrupted_and_resumed() {
     let args = ["run", "--database", &db, "--census", "shape boxes=4x3", "--workers", "1"];
     let (code, printed) = interrupt_run(&args, 1, 0);
     assert_eq!(code, Some(130), "{printed}");
-    assert!(printed.contains("shape boxes=4x3 (144578 classes), 144578 jobs"), "{printed}");
+    assert!(printed.contains("shape boxes=4x3 (144,578 classes), 144,578 jobs"), "{printed}");
     assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
 
     let (code, printed) = interrupt_run(&args, 1, 0);
     assert_eq!(code, Some(130), "{printed}");
-    assert!(printed.contains("shape boxes=4x3 (144578 classes), 144578 jobs"), "{printed}");
+    assert!(printed.contains("shape boxes=4x3 (144,578 classes), 144,578 jobs"), "{printed}");
     let status = census().args(["status", "--database", &db, "--json"]).output().unwrap();
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!((status["run_id"].as_i64(), status["failed"].as_i64()), (Some(1), Some(0)), "{status}");
@@ -1085,4 +1085,188 @@ fn the_progress_line_is_right_for_every_kind() {
             let _ = std::fs::remove_file(format!("{db}{suffix}"));
         }
     }
+}
+
+/// Waits (polling) until `ready`; `what` names it if it never comes (a hang
+/// detector: the bound is not what is tested).
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what} never happened");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A worker left running after its run is finished (no `--exit-when-done`)
+/// polls quietly: the heartbeat of its last batch ends with that batch's
+/// report. It went on for ever, logging `leases lost; dropping those jobs
+/// jobs=12` every 10 s about jobs long recorded (issue 25). The worker's
+/// own idle lease calls (the coordinator's `census_lease_seconds_count`)
+/// pace the test, not a clock: with 1 s leases a heartbeat left running
+/// would beat every third of a second, a dozen times over the six idle
+/// polls watched (0.2 s to 2 s apart).
+#[test]
+fn an_idle_worker_is_quiet_after_its_run_is_finished() {
+    let mut cluster = Cluster::on(temp_db("idle-worker"));
+    let metrics_port = free_port();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    cluster.children.push(cluster.coordinator(&[
+        "--stage",
+        "44",
+        "--lease-ttl",
+        "1",
+        "--metrics-listen",
+        &metrics,
+        "--public-metrics",
+    ]));
+    cluster.wait_until_serving();
+    let token = cluster.create_token("worker", "idler");
+    let log_path = std::env::temp_dir().join(format!("census-e2e-{}-idle-worker.log", std::process::id()));
+    let worker = census()
+        .args(["worker", "--coordinator", &format!("http://{}", cluster.address), "--token-file", &token])
+        .args(["--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    cluster.children.push(worker);
+    wait_until("the run's end", || cluster.status_json()["final"] == true);
+    let leases = || sample(&scrape(metrics_port, None), "census_lease_seconds_count").unwrap_or(0.0);
+    let at_the_end = leases();
+    // By the second empty lease after the end the last report is answered
+    // (the worker waits for it when a lease brings nothing).
+    wait_until("two idle polls", || leases() >= at_the_end + 2.0);
+    let quiet_from = std::fs::read_to_string(&log_path).unwrap().len();
+    wait_until("six more idle polls", || leases() >= at_the_end + 8.0);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(cluster.children[1].try_wait().unwrap().is_none(), "the worker keeps polling: {log}");
+    let later = &log[quiet_from..];
+    assert!(!later.contains("leases lost") && !later.contains("heartbeat"), "an idle worker heartbeats: {log}");
+    assert_eq!(cluster.status_json()["done"], 440);
+    let _ = std::fs::remove_file(&log_path);
+}
+
+/// Reads need a reader (or operator) token, and every refusal says how to
+/// get one: the hint named `--role worker` (issue 25), whose token is
+/// refused for reads. A run part done shows no S, N0 or factorization of
+/// its partial sum, in `census status --json` or the status page's JSON.
+#[test]
+fn reads_name_the_reader_role_and_a_partial_sum_is_no_answer() {
+    let mut cluster = Cluster::on(temp_db("reads"));
+    let http_port = free_port();
+    cluster.children.push(cluster.coordinator(&["--stage", "44", "--http-listen", &format!("127.0.0.1:{http_port}")]));
+    cluster.wait_until_serving();
+    wait_until("the status page", || std::net::TcpStream::connect(("127.0.0.1", http_port)).is_ok());
+
+    let anonymous = census().args(["status", "--coordinator", &cluster.address]).output().unwrap();
+    assert_eq!(anonymous.status.code(), Some(1), "{}", text(&anonymous));
+    assert!(text(&anonymous).contains("`--role reader` to read progress and results"), "{}", text(&anonymous));
+    let page = http_get(http_port, "/api/status", None);
+    assert!(page.contains(" 401 ") && page.contains("`--role reader` to read"), "{page}");
+    let unknown = census()
+        .args(["status", "--coordinator", &cluster.address, "--token", &format!("census_{}", "cd".repeat(32))])
+        .output()
+        .unwrap();
+    assert!(
+        text(&unknown).contains("unknown token") && text(&unknown).contains("`--role reader`"),
+        "{}",
+        text(&unknown)
+    );
+    let counter = cluster.create_token("worker", "counter");
+    let as_worker =
+        census().args(["status", "--coordinator", &cluster.address, "--token-file", &counter]).output().unwrap();
+    assert_eq!(as_worker.status.code(), Some(1), "{}", text(&as_worker));
+    assert!(
+        text(&as_worker).contains("the token \"counter\" has the role worker; this call needs reader or operator"),
+        "{}",
+        text(&as_worker)
+    );
+
+    // 5 of the 440 jobs, then a reader looks.
+    let mut worker = cluster.worker_with("partial", &["--max-jobs", "5"]);
+    assert!(wait_with_timeout(&mut worker, Duration::from_secs(120)).success());
+    let reader = cluster.create_token("reader", "watcher");
+    let status = census()
+        .args(["status", "--coordinator", &cluster.address, "--json", "--token-file", &reader])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", text(&status));
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!((status["done"].as_u64(), status["final"].as_bool()), (Some(5), Some(false)), "{status}");
+    assert_eq!(
+        (status["s"].as_str(), status["n0"].as_str(), status["answer"].as_str()),
+        (Some(""), Some(""), Some(""))
+    );
+    let reader = std::fs::read_to_string(&reader).unwrap();
+    let page = http_get(http_port, "/api/status", Some(&reader));
+    let json: serde_json::Value = serde_json::from_str(page.split("\r\n\r\n").nth(1).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {page}"));
+    let run = &json["runs"][0];
+    assert_eq!((run["done"].as_u64(), run["final"].as_bool()), (Some(5), Some(false)), "{run}");
+    for name in ["s", "n0", "factorization", "answer"] {
+        assert_eq!(run[name], "", "{name} of a partial sum: {run}");
+    }
+    assert_ne!(run["weighted_sum"], "", "the sum so far is shown as what it is: {run}");
+}
+
+/// `--census "shape boxes=3x3"` is the 9x9 count itself, and says so: the
+/// run's first line names the census it runs (it looked as if the default
+/// ran silently instead: issue 25), and `verify` of the same text compares
+/// it with the published N0.
+#[test]
+fn shape_boxes_3x3_is_the_9x9_count_and_says_so() {
+    let db = temp_db("three-by-three");
+    let output = census().args(["run", "--database", &db, "--census", "shape boxes=3x3"]).output().unwrap();
+    let printed = text(&output);
+    assert!(output.status.success(), "{printed}");
+    assert!(
+        printed.starts_with("census: sudoku stage=russell counter=column-sets (44 classes), 440 jobs in "),
+        "{printed}"
+    );
+    assert!(printed.contains(N0_PRINTED), "{printed}");
+    let verify = census().args(["verify", "--database", &db, "--census", "shape boxes=3x3"]).output().unwrap();
+    assert!(verify.status.success(), "{}", text(&verify));
+    assert!(text(&verify).contains("agree: the run gives the published count"), "{}", text(&verify));
+}
+
+/// A lease lost while its job is still being counted is said once, not at
+/// every heartbeat until the job ends (for a job of an hour, a line every
+/// 10 s). The run is cancelled under a worker counting one of the
+/// essentially different census's first jobs (seconds each); with 1 s
+/// leases the heartbeat beats every third of a second. The worker's own
+/// lease calls after the cancel (the coordinator's metrics) say when its
+/// job is over.
+#[test]
+fn a_lost_lease_is_logged_once() {
+    let mut cluster = Cluster::on(temp_db("lost-once"));
+    let metrics_port = free_port();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let coordinator = ["--census", "essentially-different", "--lease-ttl", "1", "--metrics-listen", &metrics];
+    cluster.children.push(cluster.coordinator(&[&coordinator[..], &["--public-metrics"]].concat()));
+    cluster.wait_until_serving();
+    let token = cluster.create_token("worker", "slow");
+    let log_path = std::env::temp_dir().join(format!("census-e2e-{}-lost-once.log", std::process::id()));
+    let worker = census()
+        .args(["worker", "--coordinator", &format!("http://{}", cluster.address), "--token-file", &token])
+        .args(["--threads", "1", "--batch", "1"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    cluster.children.push(worker);
+    wait_until("a job leased", || cluster.status_json()["leased"].as_u64() >= Some(1));
+    let cancel = census()
+        .args(["cancel", "--run", "1", "--coordinator", &cluster.address, "--token-file", &cluster.operator_token()])
+        .output()
+        .unwrap();
+    assert!(cancel.status.success(), "{}", text(&cancel));
+    let leases = || sample(&scrape(metrics_port, None), "census_lease_seconds_count").unwrap_or(0.0);
+    let at_the_cancel = leases();
+    // The job under way ends (its count dropped, or refused if it ended
+    // before a heartbeat heard of the cancel), and the worker asks for work
+    // twice more (the run is cancelled: none).
+    wait_until("two more lease calls", || leases() >= at_the_cancel + 2.0);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.matches("leases lost").count() <= 1, "said at every heartbeat: {log}");
+    let _ = std::fs::remove_file(&log_path);
 }

@@ -34,8 +34,8 @@ use backend::Backend;
 pub(crate) use backend::JobState;
 
 use crate::{
-    ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, Lease, LeaseCheck, Progress,
-    QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
+    ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, JobStream, Lease, LeaseCheck,
+    Progress, QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
 };
 
 /// Immutable facts about a run, cached so a lease needs no join.
@@ -129,7 +129,7 @@ impl SqlStore {
 
 #[async_trait]
 impl JobStore for SqlStore {
-    async fn create_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<RunId, StoreError> {
+    async fn create_run_streaming(&self, spec: &RunSpec, jobs: JobStream) -> Result<RunId, StoreError> {
         self.insert_run(spec, jobs).await
     }
 

@@ -9,7 +9,22 @@ use sqlx::any::AnyRow;
 
 use super::queue::HeldBy;
 use super::{RunFacts, SqlStore, now_ms, read_census};
-use crate::{JobSpec, MAX_KEY_LEN, MAX_REDUNDANCY, RunId, RunSpec, RunSummary, StoreError};
+use crate::{JobSpec, JobStream, MAX_KEY_LEN, MAX_REDUNDANCY, RunId, RunSpec, RunSummary, StoreError};
+
+/// How many jobs creating a run reads and stores at a time: what it holds
+/// in memory besides one entry a class.
+const JOBS_PER_CHUNK: usize = 10_000;
+
+/// A class while its run is created.
+struct ClassEntry {
+    /// Its number in the run, in order of first appearance.
+    id: usize,
+    weight: u128,
+    /// Its jobs so far.
+    jobs: i64,
+    /// The job count its row was stored with.
+    stored_jobs: i64,
+}
 
 impl SqlStore {
     pub(super) async fn run_facts(&self, run: RunId) -> Result<Arc<RunFacts>, StoreError> {
@@ -85,8 +100,8 @@ impl SqlStore {
         .ok_or(StoreError::UnknownRun(run))
     }
 
-    /// Refuses a spec or job list the store cannot hold faithfully.
-    fn check_new_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<(), StoreError> {
+    /// Refuses a spec the store cannot hold faithfully.
+    fn check_new_spec(&self, spec: &RunSpec) -> Result<(), StoreError> {
         if spec.redundancy == 0 || spec.redundancy > MAX_REDUNDANCY {
             return Err(StoreError::Invalid(format!(
                 "the redundancy factor must be 1 to {MAX_REDUNDANCY}, not {}",
@@ -98,35 +113,29 @@ impl SqlStore {
                 return Err(StoreError::Invalid(format!("a {what} has 1 to {MAX_KEY_LEN} characters")));
             }
         }
-        if jobs.is_empty() {
-            return Err(StoreError::Invalid("a run needs at least one job".into()));
+        Ok(())
+    }
+
+    /// Refuses a job the store cannot hold faithfully.
+    fn check_new_job(job: &JobSpec) -> Result<(), StoreError> {
+        for (what, text) in [("job key", &job.key), ("class label", &job.group)] {
+            if text.is_empty() || text.len() > MAX_KEY_LEN {
+                return Err(StoreError::Invalid(format!("{what} {text:?}: 1 to {MAX_KEY_LEN} characters")));
+            }
         }
-        let mut keys = std::collections::HashSet::with_capacity(jobs.len());
-        let mut weights: HashMap<&str, u128> = HashMap::new();
-        for job in jobs {
-            for (what, text) in [("job key", &job.key), ("class label", &job.group)] {
-                if text.is_empty() || text.len() > MAX_KEY_LEN {
-                    return Err(StoreError::Invalid(format!("{what} {text:?}: 1 to {MAX_KEY_LEN} characters")));
-                }
-            }
-            if job.weight == 0 {
-                return Err(StoreError::Invalid(format!(
-                    "job {:?}: weight 0: a class has at least one member",
-                    job.key
-                )));
-            }
-            if !keys.insert(job.key.as_str()) {
-                return Err(StoreError::Invalid(format!("job {:?} is given twice", job.key)));
-            }
-            if *weights.entry(&job.group).or_insert(job.weight) != job.weight {
-                return Err(StoreError::Invalid(format!("class {:?} is given two weights", job.group)));
-            }
+        if job.weight == 0 {
+            return Err(StoreError::Invalid(format!("job {:?}: weight 0: a class has at least one member", job.key)));
         }
         Ok(())
     }
 
-    pub(super) async fn insert_run(&self, spec: &RunSpec, jobs: &[JobSpec]) -> Result<RunId, StoreError> {
-        self.check_new_run(spec, jobs)?;
+    /// Creates the run from its jobs as they come, [`JOBS_PER_CHUNK`] at a
+    /// time, in one transaction: what is held is one chunk and one entry a
+    /// class (its number, weight and job count), never the job list. A key
+    /// given twice within a chunk is named here; across chunks the
+    /// database's unique key on (run, key) refuses it.
+    pub(super) async fn insert_run(&self, spec: &RunSpec, jobs: JobStream) -> Result<RunId, StoreError> {
+        self.check_new_spec(spec)?;
         if let Some(run) = self.find_run(spec).await? {
             let resumed = sqlx::query("UPDATE runs SET cancelled_at = NULL WHERE id = $1 AND cancelled_at IS NOT NULL")
                 .bind(run)
@@ -137,80 +146,136 @@ impl SqlStore {
             }
             return Ok(run);
         }
-
-        // Classes numbered in order of first appearance, with their job counts.
-        let mut class_of: HashMap<&str, usize> = HashMap::new();
-        let mut classes: Vec<(&str, u128, i64)> = Vec::new();
-        let job_classes: Vec<usize> = jobs
-            .iter()
-            .map(|job| {
-                let id = *class_of.entry(&job.group).or_insert_with(|| {
-                    classes.push((&job.group, job.weight, 0));
-                    classes.len() - 1
-                });
-                classes[id].2 += 1;
-                id
-            })
-            .collect();
+        let mut jobs = jobs.peekable();
+        if jobs.peek().is_none() {
+            return Err(StoreError::Invalid("a run needs at least one job".into()));
+        }
 
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let class_power = spec.census.class_power();
-        let inserted = sqlx::query(
-            "INSERT INTO runs (census, counter_version, redundancy, jobs_total, jobs_remaining, created_at, class_power)
-             VALUES ($1, $2, $3, $4, $4, $5, $6) RETURNING id",
-        )
-        .bind(spec.census.to_string())
-        .bind(&spec.counter_version)
-        .bind(i64::from(spec.redundancy))
-        .bind(jobs.len() as i64)
-        .bind(now)
-        .bind(i64::from(class_power))
-        .fetch_one(&mut *tx)
-        .await;
-        let run: RunId = match inserted {
-            Ok(row) => row.try_get(0)?,
-            // Another coordinator created the same run first: use it.
-            Err(sqlx::Error::Database(error)) if error.is_unique_violation() => {
-                drop(tx);
-                return self.find_run(spec).await?.ok_or_else(|| StoreError::Database(sqlx::Error::Database(error)));
+        // Classes numbered in order of first appearance. A class is stored
+        // with the jobs of the chunk it first appears in; one whose jobs
+        // reach later chunks has its job count set at the end.
+        let mut classes: HashMap<String, ClassEntry> = HashMap::new();
+        let mut total: u64 = 0;
+        let mut created: Option<RunId> = None;
+        loop {
+            let chunk: Vec<JobSpec> = jobs.by_ref().take(JOBS_PER_CHUNK).collect();
+            if chunk.is_empty() {
+                break;
             }
-            Err(error) => return Err(error.into()),
-        };
-        let per_statement = self.backend.rows_per_statement(1000, 4);
-        for (chunk_index, chunk) in classes.chunks(per_statement).enumerate() {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| {
-                    let p = i * 4 + 2;
-                    format!("($1, ${}, ${}, {}, ${})", p, p + 1, self.backend.count(&format!("${}", p + 2)), p + 3)
-                })
-                .collect();
-            let sql =
-                format!("INSERT INTO classes (run_id, class_id, label, weight, jobs_total) VALUES {}", rows.join(", "));
-            let mut query = sqlx::query(&sql).bind(run);
-            for (i, (label, weight, jobs)) in chunk.iter().enumerate() {
-                query = query
-                    .bind((chunk_index * per_statement + i) as i64)
-                    .bind(*label)
-                    .bind(weight.to_string())
-                    .bind(*jobs);
+            let mut keys = std::collections::HashSet::with_capacity(chunk.len());
+            let mut new_classes: Vec<(usize, &str, u128)> = Vec::new();
+            let mut job_classes: Vec<usize> = Vec::with_capacity(chunk.len());
+            for job in &chunk {
+                Self::check_new_job(job)?;
+                if !keys.insert(job.key.as_str()) {
+                    return Err(StoreError::Invalid(format!("job {:?} is given twice", job.key)));
+                }
+                let next = classes.len();
+                let class = classes.entry(job.group.clone()).or_insert_with(|| {
+                    new_classes.push((next, &job.group, job.weight));
+                    ClassEntry { id: next, weight: job.weight, jobs: 0, stored_jobs: 0 }
+                });
+                if class.weight != job.weight {
+                    return Err(StoreError::Invalid(format!("class {:?} is given two weights", job.group)));
+                }
+                class.jobs += 1;
+                job_classes.push(class.id);
             }
-            query.execute(&mut *tx).await?;
+            // The run's row, once its first chunk is known to be sound.
+            let run = match created {
+                Some(run) => run,
+                None => {
+                    // The job count is written when the last chunk is in.
+                    let inserted = sqlx::query(
+                        "INSERT INTO runs (census, counter_version, redundancy, jobs_total, jobs_remaining, created_at,
+                                           class_power)
+                         VALUES ($1, $2, $3, 0, 0, $4, $5) RETURNING id",
+                    )
+                    .bind(spec.census.to_string())
+                    .bind(&spec.counter_version)
+                    .bind(i64::from(spec.redundancy))
+                    .bind(now)
+                    .bind(i64::from(spec.census.class_power()))
+                    .fetch_one(&mut *tx)
+                    .await;
+                    let run: RunId = match inserted {
+                        Ok(row) => row.try_get(0)?,
+                        // Another coordinator created the same run first: use it.
+                        Err(sqlx::Error::Database(error)) if error.is_unique_violation() => {
+                            drop(tx);
+                            return self
+                                .find_run(spec)
+                                .await?
+                                .ok_or_else(|| StoreError::Database(sqlx::Error::Database(error)));
+                        }
+                        Err(error) => return Err(error.into()),
+                    };
+                    *created.insert(run)
+                }
+            };
+            let per_statement = self.backend.rows_per_statement(1000, 4);
+            for rows in new_classes.chunks(per_statement) {
+                let values: Vec<String> = (0..rows.len())
+                    .map(|i| {
+                        let p = i * 4 + 2;
+                        format!("($1, ${}, ${}, {}, ${})", p, p + 1, self.backend.count(&format!("${}", p + 2)), p + 3)
+                    })
+                    .collect();
+                let sql = format!(
+                    "INSERT INTO classes (run_id, class_id, label, weight, jobs_total) VALUES {}",
+                    values.join(", ")
+                );
+                let mut query = sqlx::query(&sql).bind(run);
+                for &(id, label, weight) in rows {
+                    let class = classes.get_mut(label).expect("every new class is listed");
+                    class.stored_jobs = class.jobs;
+                    query = query.bind(id as i64).bind(label).bind(weight.to_string()).bind(class.jobs);
+                }
+                query.execute(&mut *tx).await?;
+            }
+            let per_statement = self.backend.rows_per_statement(1000, 2);
+            for (rows, row_classes) in chunk.chunks(per_statement).zip(job_classes.chunks(per_statement)) {
+                let values: Vec<String> =
+                    (0..rows.len()).map(|i| format!("($1, ${}, ${}, $2, $2)", i * 2 + 3, i * 2 + 4)).collect();
+                let sql = format!(
+                    "INSERT INTO jobs (run_id, class_id, key, created_at, updated_at) VALUES {}",
+                    values.join(", ")
+                );
+                let mut query = sqlx::query(&sql).bind(run).bind(now);
+                for (job, &class) in rows.iter().zip(row_classes) {
+                    query = query.bind(class as i64).bind(&job.key);
+                }
+                match query.execute(&mut *tx).await {
+                    Ok(_) => {}
+                    Err(sqlx::Error::Database(error)) if error.is_unique_violation() => {
+                        return Err(StoreError::Invalid(format!(
+                            "a job key is given twice (in different chunks of {JOBS_PER_CHUNK}): {}",
+                            error.message()
+                        )));
+                    }
+                    Err(error) => return Err(error.into()),
+                }
+            }
+            total += chunk.len() as u64;
         }
-        let per_statement = self.backend.rows_per_statement(1000, 2);
-        for (chunk_index, chunk) in jobs.chunks(per_statement).enumerate() {
-            let rows: Vec<String> =
-                (0..chunk.len()).map(|i| format!("($1, ${}, ${}, $2, $2)", i * 2 + 3, i * 2 + 4)).collect();
-            let sql =
-                format!("INSERT INTO jobs (run_id, class_id, key, created_at, updated_at) VALUES {}", rows.join(", "));
-            let mut query = sqlx::query(&sql).bind(run).bind(now);
-            for (i, job) in chunk.iter().enumerate() {
-                query = query.bind(job_classes[chunk_index * per_statement + i] as i64).bind(&job.key);
-            }
-            query.execute(&mut *tx).await?;
+        let run = created.expect("a run has at least one chunk");
+        for class in classes.values().filter(|class| class.jobs != class.stored_jobs) {
+            sqlx::query("UPDATE classes SET jobs_total = $3 WHERE run_id = $1 AND class_id = $2")
+                .bind(run)
+                .bind(class.id as i64)
+                .bind(class.jobs)
+                .execute(&mut *tx)
+                .await?;
         }
+        sqlx::query("UPDATE runs SET jobs_total = $2, jobs_remaining = $2 WHERE id = $1")
+            .bind(run)
+            .bind(total as i64)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
-        tracing::info!(run, census = %spec.census, classes = classes.len(), jobs = jobs.len(), "run created");
+        tracing::info!(run, census = %spec.census, classes = classes.len(), jobs = total, "run created");
         Ok(run)
     }
 

@@ -335,11 +335,7 @@ impl SqlStore {
         .await?;
         let recent_jobs: i64 = recent.try_get(0)?;
         if let Some(first) = recent.try_get::<Option<i64>, _>(1)? {
-            let window = (now - first) as f64 / 1e3;
-            // A short window with few results is too young to trust; one
-            // full of results is the speed.
-            let window = if recent_jobs < RECENT { window.max(1.0) } else { window.max(1e-3) };
-            progress.jobs_per_second = recent_jobs as f64 / window;
+            progress.jobs_per_second = speed(recent_jobs, RECENT, now - first);
         }
         let remaining = progress.jobs_total.saturating_sub(progress.done);
         if progress.jobs_per_second > 0.0 && remaining > 0 {
@@ -408,5 +404,36 @@ impl SqlStore {
                 })
             })
             .collect()
+    }
+}
+
+/// Jobs a second from the newest `recent_jobs` results of the last minute,
+/// the oldest of which finished `span_ms` ago; `walk` is the most results
+/// the walk reads. A short span with fewer results than the walk reads is
+/// too young to trust (it counts as a second); a span full of results is
+/// the speed (down to a millisecond).
+fn speed(recent_jobs: i64, walk: i64, span_ms: i64) -> f64 {
+    let span = span_ms as f64 / 1e3;
+    let span = if recent_jobs < walk { span.max(1.0) } else { span.max(1e-3) };
+    recent_jobs as f64 / span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::speed;
+
+    #[test]
+    fn a_walk_full_of_results_is_the_speed_over_their_span() {
+        // 10,000 results in the last 2.5 s of a busy minute: 4,000 a second,
+        // not 10,000 over the whole minute.
+        assert_eq!(speed(10_000, 10_000, 2_500), 4_000.0);
+        // All within one millisecond: as fast as the clock tells.
+        assert_eq!(speed(10_000, 10_000, 0), 10_000_000.0);
+    }
+
+    #[test]
+    fn a_few_recent_results_count_over_at_least_a_second() {
+        assert_eq!(speed(50, 10_000, 200), 50.0);
+        assert_eq!(speed(600, 10_000, 60_000), 10.0);
     }
 }

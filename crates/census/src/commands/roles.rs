@@ -39,14 +39,17 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// asks the command to stop in order; a second ends the process at once,
 /// whatever it waits for (a hung coordinator, a database), exit code 130.
 pub fn signals() -> watch::Receiver<u32> {
+    use tokio::signal::unix::{SignalKind, signal};
     let (sender, receiver) = watch::channel(0u32);
+    // Registered here, before this returns, not in the task: a signal that
+    // came before the task first ran took its default action and ended the
+    // process (a worker told to stop as it started).
+    let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
+        tracing::error!("cannot listen for signals");
+        return receiver;
+    };
     tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-        else {
-            tracing::error!("cannot listen for signals");
-            return;
-        };
         loop {
             tokio::select! {
                 _ = interrupt.recv() => {}

@@ -33,7 +33,7 @@ enum Action {
         #[arg(long)]
         output: Option<PathBuf>,
     },
-    /// List every token: name, role, rejected results, revoked, quarantined.
+    /// List every token: name, role, created (UTC), rejected results, revoked, quarantined.
     List {
         #[command(flatten)]
         database: Database,
@@ -97,6 +97,22 @@ fn write_secret(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Seconds since 1970 as `YYYY-MM-DD HH:MM` in UTC (the proleptic Gregorian
+/// calendar; days to a date by Hinnant's `civil_from_days`).
+fn utc_minute(unix: i64) -> String {
+    let (days, seconds) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", seconds / 3600, seconds % 3600 / 60)
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let open = |database: &Database| {
@@ -137,12 +153,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Action::List { database } => {
                 let store = super::open_existing_store(&database.database).await?;
                 let tokens = store.list_tokens().await?;
-                println!("{:<24} {:<9} {:>8} {:<8} quarantined", "name", "role", "rejected", "revoked");
+                println!(
+                    "{:<24} {:<9} {:<16} {:>8} {:<8} quarantined",
+                    "name", "role", "created (UTC)", "rejected", "revoked"
+                );
                 for token in tokens {
                     println!(
-                        "{:<24} {:<9} {:>8} {:<8} {}",
+                        "{:<24} {:<9} {:<16} {:>8} {:<8} {}",
                         token.name,
                         token.role,
+                        utc_minute(token.created_unix),
                         token.rejected,
                         if token.revoked { "yes" } else { "no" },
                         if token.quarantined { "YES" } else { "no" }
@@ -176,4 +196,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc_minute;
+
+    #[test]
+    fn creation_times_read_as_utc_dates() {
+        assert_eq!(utc_minute(0), "1970-01-01 00:00");
+        assert_eq!(utc_minute(951_782_400), "2000-02-29 00:00");
+        assert_eq!(utc_minute(951_868_799), "2000-02-29 23:59");
+        assert_eq!(utc_minute(1_700_000_000), "2023-11-14 22:13");
+        assert_eq!(utc_minute(4_107_542_400), "2100-03-01 00:00");
+        assert_eq!(utc_minute(-1), "1969-12-31 23:59");
+    }
 }

@@ -63,9 +63,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(address) = metrics_listen {
             super::roles::serve_metrics(address)?;
         }
+        // Signals are listened for before the worker says it is starting.
+        let mut signals = signals();
         tracing::info!(worker = %config.worker_id, coordinator = %config.coordinator.url, threads = config.threads, "worker starting");
         let (stop_sender, stop) = watch::channel(Stop::No);
-        let mut signals = signals();
         tokio::spawn(async move {
             // First signal: stop counting, report what is counted, exit;
             // a second one ends the process at once (`signals` does that).

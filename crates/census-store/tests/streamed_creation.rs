@@ -1,0 +1,147 @@
+//! Creating a run from a stream of jobs (`create_run_streaming`), read and
+//! stored a chunk at a time: every job and class stored once with its job
+//! count, even a class whose jobs come in several chunks; a key given twice
+//! in different chunks refused with nothing stored; creating the run again
+//! finds it, mid-run, without reading the stream; and the run counts to the
+//! synthetic census's exact answer. On SQLite and Postgres.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use census_math::census::Census;
+use census_math::synthetic;
+use census_store::{JobSpec, JobStore, JobStream, RunSpec, StoreConfig, StoreError, connect};
+
+mod common;
+use common::{completion, true_count};
+
+const TTL: Duration = Duration::from_secs(30);
+/// More than two chunks of the store's (10,000 jobs), and not a multiple.
+const JOBS: u64 = 25_001;
+
+fn synthetic_census(jobs: u64) -> (Census, RunSpec) {
+    let census: Census = format!("synthetic jobs={jobs}").parse().unwrap();
+    let spec = RunSpec { census, counter_version: census.counter_version(), redundancy: 1 };
+    (census, spec)
+}
+
+/// A stream that panics if read: creating an existing run must not read it.
+fn unread() -> JobStream {
+    Box::new(std::iter::from_fn(|| panic!("the jobs of an existing run were read")))
+}
+
+async fn a_streamed_run_is_stored_whole_and_counts_exactly(store: Arc<dyn JobStore>) {
+    let (census, spec) = synthetic_census(JOBS);
+    let run = store.create_run_streaming(&spec, census.job_stream().unwrap()).await.unwrap();
+    let summary = store.run(run).await.unwrap();
+    assert_eq!((summary.jobs_total, summary.jobs_done), (JOBS, 0));
+    let classes = store.class_totals(run).await.unwrap();
+    assert_eq!(classes.len() as u64, JOBS.div_ceil(synthetic::JOBS_PER_GROUP));
+    for (number, class) in classes.iter().enumerate() {
+        let first = number as u64 * synthetic::JOBS_PER_GROUP;
+        assert_eq!((class.class_id as usize, class.label.as_str()), (number, synthetic::group(first).as_str()));
+        let jobs = synthetic::JOBS_PER_GROUP.min(JOBS - first);
+        assert_eq!(u64::from(class.jobs_total), jobs, "class {}", class.label);
+    }
+
+    // Half-way, created again (a restarted coordinator): the same run, its
+    // progress kept, the stream not read.
+    let mut done = 0u64;
+    while done < JOBS / 2 {
+        let leases = store.lease(Some(run), "w", 2048, TTL).await.unwrap();
+        let reports: Vec<_> = leases.iter().map(|lease| completion(lease, "w", true_count(lease))).collect();
+        store.complete_many(&reports).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
+        done += leases.len() as u64;
+    }
+    assert_eq!(store.create_run_streaming(&spec, unread()).await.unwrap(), run);
+    assert_eq!(store.list_runs().await.unwrap().len(), 1);
+    assert_eq!(store.run(run).await.unwrap().jobs_done, done);
+
+    loop {
+        let leases = store.lease(Some(run), "w", 2048, TTL).await.unwrap();
+        if leases.is_empty() {
+            break;
+        }
+        let reports: Vec<_> = leases.iter().map(|lease| completion(lease, "w", true_count(lease))).collect();
+        store.complete_many(&reports).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
+        done += leases.len() as u64;
+    }
+    assert_eq!(done, JOBS);
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.answer, Some(synthetic::expected_answer(JOBS, 0)));
+}
+
+async fn a_class_in_many_chunks_has_all_its_jobs(store: Arc<dyn JobStore>) {
+    // Three classes whose jobs alternate through three chunks.
+    let (_, spec) = synthetic_census(JOBS);
+    let jobs: JobStream = Box::new((0..JOBS).map(|index| JobSpec {
+        key: synthetic::key(index),
+        group: format!("residue {}", index % 3),
+        weight: 1,
+    }));
+    let run = store.create_run_streaming(&spec, jobs).await.unwrap();
+    let classes = store.class_totals(run).await.unwrap();
+    let counts: Vec<(&str, u32)> = classes.iter().map(|class| (class.label.as_str(), class.jobs_total)).collect();
+    assert_eq!(counts, [("residue 0", 8334), ("residue 1", 8334), ("residue 2", 8333)]);
+    assert_eq!(store.run(run).await.unwrap().jobs_total, JOBS);
+}
+
+async fn a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored(store: Arc<dyn JobStore>) {
+    let (_, spec) = synthetic_census(JOBS);
+    let jobs: JobStream = Box::new(
+        (0..JOBS)
+            .map(|index| JobSpec { key: synthetic::key(index), group: synthetic::group(index), weight: 1 })
+            .chain(std::iter::once(JobSpec { key: synthetic::key(7), group: synthetic::group(7), weight: 1 })),
+    );
+    let refused = store.create_run_streaming(&spec, jobs).await;
+    let message = refused.as_ref().unwrap_err().report();
+    assert!(matches!(refused, Err(StoreError::Invalid(_))), "{message}");
+    assert!(message.contains("given twice"), "{message}");
+    assert!(store.list_runs().await.unwrap().is_empty(), "a refused run left rows behind");
+    // The same run, given faithfully, is then created.
+    let (census, _) = synthetic_census(JOBS);
+    let run = store.create_run_streaming(&spec, census.job_stream().unwrap()).await.unwrap();
+    assert_eq!(store.run(run).await.unwrap().jobs_total, JOBS);
+}
+
+async fn sqlite_store() -> Arc<dyn JobStore> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!("census-streamed-creation-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+    let _ = std::fs::remove_file(&path);
+    connect(path.to_str().unwrap(), StoreConfig::default()).await.unwrap()
+}
+
+async fn postgres_store() -> Arc<dyn JobStore> {
+    let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
+    connect(&url, StoreConfig::default()).await.unwrap()
+}
+
+macro_rules! on_both {
+    ($($property:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $property() {
+                    super::$property(super::sqlite_store().await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $property() {
+                    super::$property(super::postgres_store().await).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both!(
+    a_streamed_run_is_stored_whole_and_counts_exactly,
+    a_class_in_many_chunks_has_all_its_jobs,
+    a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored,
+);
