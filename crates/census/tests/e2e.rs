@@ -34,6 +34,10 @@ fn signal(child: &Child, signal: i32) {
     }
 }
 
+/// How long [`Cluster::wait_for_worker`] waits without a new result
+/// before it calls a worker hung.
+const STALL: Duration = Duration::from_secs(300);
+
 fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
@@ -335,6 +339,36 @@ impl Cluster {
         }
     }
 
+    /// Waits for `worker` to end, however slow the machine, while the run
+    /// moves: a hang detector, not a speed test. It fails only when no
+    /// result has been stored for [`STALL`] (a busy 2-core machine counts
+    /// slowly, but it counts).
+    fn wait_for_worker(&self, worker: &mut Child) -> std::process::ExitStatus {
+        let results = || {
+            Command::new(census_testpg::binary("psql"))
+                .args([&self.database_url, "-At", "-c", "SELECT COUNT(*) FROM results"])
+                .output()
+                .ok()
+                .filter(|output| output.status.success())
+                .map(|output| output.stdout)
+        };
+        let (mut seen, mut since) = (results(), Instant::now());
+        loop {
+            if let Some(status) = worker.try_wait().unwrap() {
+                return status;
+            }
+            let now = results();
+            // A database being restarted answers nothing: no progress, no failure.
+            if now.is_some() && now != seen {
+                (seen, since) = (now, Instant::now());
+            } else if since.elapsed() > STALL {
+                let _ = worker.kill();
+                panic!("no result stored for {STALL:?}: worker {} hangs (hang detector)", worker.id());
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
     fn sql(&self, query: &str) -> String {
         let output = Command::new(census_testpg::binary("psql"))
             .args([&self.database_url, "-At", "-c", query])
@@ -383,7 +417,7 @@ fn a_postgres_cluster_counts_the_essentially_different_grids() {
     let mut workers =
         vec![cluster.worker_with("one", &["--max-jobs", "82"]), cluster.worker_with("two", &["--max-jobs", "200"])];
     for worker in &mut workers {
-        assert!(wait_with_timeout(worker, Duration::from_secs(600)).success());
+        assert!(cluster.wait_for_worker(worker).success());
     }
     let status = cluster.status_json();
     assert_eq!(status["final"], true, "{status}");
@@ -502,8 +536,8 @@ fn a_killed_worker_and_a_restarted_coordinator_lose_nothing() {
     let restarted = cluster.coordinator(&["--lease-ttl", "3"]);
     cluster.children.push(restarted);
 
-    assert!(wait_with_timeout(&mut survivor, Duration::from_secs(240)).success());
-    assert!(wait_with_timeout(&mut replacement, Duration::from_secs(240)).success());
+    assert!(cluster.wait_for_worker(&mut survivor).success());
+    assert!(cluster.wait_for_worker(&mut replacement).success());
     let status = cluster.status_json();
     assert_eq!(status["final"], true, "{status}");
     assert_eq!(status["n0"], N0);
@@ -543,8 +577,8 @@ fn chaos_of_workers_coordinator_and_postgres_loses_nothing() {
     cluster.children.push(cluster.coordinator(&["--lease-ttl", "3"]));
     let mut fourth = cluster.worker("fourth");
 
-    assert!(wait_with_timeout(&mut third, Duration::from_secs(300)).success());
-    assert!(wait_with_timeout(&mut fourth, Duration::from_secs(300)).success());
+    assert!(cluster.wait_for_worker(&mut third).success());
+    assert!(cluster.wait_for_worker(&mut fourth).success());
     let status = cluster.status_json();
     assert_eq!(status["final"], true, "{status}");
     assert_eq!(status["n0"], N0);
@@ -628,7 +662,7 @@ fn prometheus_metrics_move_during_a_run() {
     assert!(mid.1.contains("census_lease_seconds"), "{}", mid.1);
     let counted = sample(&scrape(worker_metrics, None), "census_worker_jobs_counted_total").unwrap_or(0.0);
     assert!(counted >= 1.0, "the worker's own metrics count jobs");
-    assert!(wait_with_timeout(&mut worker, Duration::from_secs(300)).success());
+    assert!(cluster.wait_for_worker(&mut worker).success());
     // After: every job recorded once, and the job gauges say so.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -718,7 +752,7 @@ fn the_status_page_shows_a_run_finishing_with_n0() {
     assert!(dom.contains("0 / 440 jobs done") && dom.contains(">running<"), "{dom}");
 
     let mut worker = cluster.worker("painter");
-    assert!(wait_with_timeout(&mut worker, Duration::from_secs(300)).success());
+    assert!(cluster.wait_for_worker(&mut worker).success());
     let dom = page_dom(&page, None);
     assert!(dom.contains(">finished<"), "{dom}");
     assert!(dom.contains("440 / 440 jobs done"), "{dom}");
