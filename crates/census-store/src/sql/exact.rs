@@ -47,6 +47,18 @@ pub(super) fn contribution(weight: &BigUint, count_sum: &BigUint, power: u32) ->
 /// How many rows a page of a walk over a run's jobs or classes reads.
 const PAGE: i64 = 10_000;
 
+/// The rows of `sql` for `run` after the page key `after`, a page at a time
+/// (`sql` binds the run, the key and the page size as $1, $2 and $3, and
+/// orders by the key): a run's rows are never all in memory at once.
+async fn page_after(
+    connection: &mut sqlx::AnyConnection,
+    sql: &str,
+    run: RunId,
+    after: i64,
+) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
+    Ok(sqlx::query(sql).bind(run).bind(after).bind(PAGE).fetch_all(connection).await?)
+}
+
 impl SqlStore {
     /// SQLite: adds (or takes out) `changes` in the classes' count sums and
     /// done jobs, with their contributions and their runs' weighted sums so
@@ -193,14 +205,13 @@ impl SqlStore {
             let mut counted = BigUint::default();
             let mut after = -1i64;
             loop {
-                let page = sqlx::query(
+                let page = page_after(
+                    &mut tx,
                     "SELECT id, class_id, count FROM jobs WHERE run_id = $1 AND state = 'done' AND id > $2
                      ORDER BY id LIMIT $3",
+                    run,
+                    after,
                 )
-                .bind(run)
-                .bind(after)
-                .bind(PAGE)
-                .fetch_all(&mut *tx)
                 .await?;
                 let Some(last) = page.last() else { break };
                 after = last.try_get(0)?;
@@ -213,14 +224,7 @@ impl SqlStore {
             let mut weighted = BigUint::default();
             let mut after = -1i64;
             loop {
-                let page = sqlx::query(
-                    "SELECT class_id, weight FROM classes WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3",
-                )
-                .bind(run)
-                .bind(after)
-                .bind(PAGE)
-                .fetch_all(&mut *tx)
-                .await?;
+                let page = page_after(&mut tx, "SELECT class_id, weight FROM classes WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3", run, after).await?;
                 let Some(last) = page.last() else { break };
                 after = last.try_get(0)?;
                 for row in &page {
@@ -243,14 +247,13 @@ impl SqlStore {
             let mut completions: BTreeMap<String, BigUint> = BTreeMap::new();
             let mut after = -1i64;
             loop {
-                let page = sqlx::query(
+                let page = page_after(
+                    &mut tx,
                     "SELECT id, worker, count FROM results WHERE run_id = $1 AND outcome = 'accepted' AND id > $2
                      ORDER BY id LIMIT $3",
+                    run,
+                    after,
                 )
-                .bind(run)
-                .bind(after)
-                .bind(PAGE)
-                .fetch_all(&mut *tx)
                 .await?;
                 let Some(last) = page.last() else { break };
                 after = last.try_get(0)?;
