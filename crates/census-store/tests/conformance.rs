@@ -548,27 +548,6 @@ async fn progress_reports_the_speed_of_many_recent_results(store: Arc<dyn JobSto
     assert!((eta * progress.jobs_per_second - left).abs() <= 1e-6 * left, "{progress:?}");
 }
 
-macro_rules! conformance {
-    ($($property:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $property() {
-                    super::$property(super::sqlite_store().await).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $property() {
-                    super::$property(super::postgres_store().await).await;
-                }
-            )*
-        }
-    };
-}
-
 /// Properties that need a store configured otherwise than by default.
 macro_rules! configured {
     ($($property:ident with $config:ident),* $(,)?) => {
@@ -593,7 +572,7 @@ macro_rules! configured {
 
 configured!(the_lease_cap_holds_under_concurrent_calls with capped);
 
-conformance!(
+common::on_both!(
     idempotent_run_creation,
     concurrent_lessees_drain_the_run_exactly,
     an_expired_lease_is_leased_again_and_the_old_attempt_is_refused,

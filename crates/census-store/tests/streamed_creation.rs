@@ -119,28 +119,7 @@ async fn postgres_store() -> Arc<dyn JobStore> {
     connect(&url, StoreConfig::default()).await.unwrap()
 }
 
-macro_rules! on_both {
-    ($($property:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $property() {
-                    super::$property(super::sqlite_store().await).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $property() {
-                    super::$property(super::postgres_store().await).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both!(
+common::on_both!(
     a_streamed_run_is_stored_whole_and_counts_exactly,
     a_class_in_many_chunks_has_all_its_jobs,
     a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored,

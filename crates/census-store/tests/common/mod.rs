@@ -63,3 +63,30 @@ pub fn completion(lease: &Lease, worker: &str, count: u128) -> Completion {
         checked_count: None,
     }
 }
+
+/// A test of each named property on SQLite and on Postgres: the suite
+/// defines `async fn property(store: Arc<dyn JobStore>)` for each, and the
+/// stores they run on as `sqlite_store()` and `postgres_store()`.
+#[allow(unused_macros)] // not every suite runs on both stores
+macro_rules! on_both {
+    ($($property:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $property() {
+                    super::$property(super::sqlite_store().await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $property() {
+                    super::$property(super::postgres_store().await).await;
+                }
+            )*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_both;
