@@ -191,7 +191,7 @@ impl CensusService for Api {
                 request.redundancy
             )));
         }
-        let run = self.0.create_run(census, request.redundancy.max(1)).await.map_err(status_of)?;
+        let run = self.0.create_run(census, request.redundancy).await.map_err(status_of)?;
         if request.priority != 0 && request.priority != run.priority {
             self.0.store.set_priority(run.run_id, request.priority).await.map_err(status_of)?;
         }

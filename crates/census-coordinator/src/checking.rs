@@ -144,9 +144,8 @@ impl Coordinator {
         caller: &Caller,
         completions: Vec<Completion>,
     ) -> Result<Vec<Completion>, Status> {
-        let fraction = self.config.validate_fraction;
         let only_independent = self.config.trust_local_workers && caller.local;
-        if fraction <= 0.0 || completions.is_empty() {
+        if self.config.validate_fraction.is_some_and(|fraction| fraction <= 0.0) || completions.is_empty() {
             return Ok(completions);
         }
         let ids: Vec<i64> = completions.iter().map(|c| c.job_id).collect();
@@ -156,6 +155,9 @@ impl Coordinator {
         let count = completions.len();
         for (position, mut completion) in completions.into_iter().enumerate() {
             let census = censuses.get(&completion.job_id).copied();
+            let fraction = census.map_or(1.0, |census| {
+                self.config.validate_fraction.unwrap_or_else(|| census.default_check().recount_fraction)
+            });
             let sampled = self.checking.sampled(fraction);
             let (coordinator, identity) = (self.clone(), identity.clone());
             tasks.spawn(async move {

@@ -52,10 +52,13 @@ pub struct CoordinatorConfig {
     pub lease_ttl: Duration,
     /// Who may call what.
     pub auth: AuthConfig,
-    /// The share of results checked by an independent count, 0 to 1.
-    pub validate_fraction: f64,
+    /// The share of results counted again by the coordinator, 0 to 1;
+    /// `None` (the default): each census's own
+    /// ([`Census::default_check`]: every result of a kind whose jobs are
+    /// cheap, one in a hundred where a quorum of workers checks instead).
+    pub validate_fraction: Option<f64>,
     /// Seeds the draws that pick which results are checked when
-    /// `validate_fraction` is below 1, so that a test can replay the same
+    /// the share is below 1, so that a test can replay the same
     /// choices. `None` (the default, and what the command line uses) seeds
     /// from the operating system: a worker cannot predict which of its
     /// results will be checked.
@@ -85,7 +88,7 @@ impl Default for CoordinatorConfig {
         CoordinatorConfig {
             lease_ttl: Duration::from_secs(30),
             auth: AuthConfig::default(),
-            validate_fraction: 1.0,
+            validate_fraction: None,
             validation_seed: None,
             trust_local_workers: false,
             checking: CheckingLimits::default(),
@@ -170,7 +173,11 @@ impl Coordinator {
     /// Creates (or finds, or resumes) the run of a census: its jobs are
     /// made (for the 9x9 count, the stage's class table is built) and
     /// stored a chunk at a time, never all in memory.
+    ///
+    /// `redundancy` is the number of distinct identities that must agree on
+    /// each job; 0 takes the census's own ([`Census::default_check`]).
     pub async fn create_run(self: &Arc<Self>, census: Census, redundancy: u32) -> Result<RunSummary, StoreError> {
+        let redundancy = if redundancy == 0 { census.default_check().quorum } else { redundancy };
         // Made as the store reads them, a chunk at a time (a 9x9 stage's
         // class table is built here, off the async threads).
         let jobs = tokio::task::spawn_blocking(move || census.job_stream())
@@ -180,7 +187,7 @@ impl Coordinator {
         // The checker's tables are built while the first jobs are counted.
         let coordinator = self.clone();
         tokio::task::spawn_blocking(move || coordinator.checking.prepare(census));
-        let spec = RunSpec { census, counter_version: census.counter_version(), redundancy: redundancy.max(1) };
+        let spec = RunSpec { census, counter_version: census.counter_version(), redundancy };
         let run = self.store.create_run_streaming(&spec, jobs).await?;
         self.store.run(run).await
     }

@@ -295,7 +295,8 @@ async fn final_is_exact(h: &Harness, run: i64, when: &str) -> bool {
 /// seeded sampler), so the test replays one history: it does not depend on
 /// timing, and the workers are driven by hand, one call at a time.
 async fn a_liar_under_sampled_checks_never_makes_a_final_answer_wrong(store: Arc<dyn JobStore>) {
-    let config = CoordinatorConfig { validate_fraction: 0.5, validation_seed: Some(3), ..CoordinatorConfig::default() };
+    let config =
+        CoordinatorConfig { validate_fraction: Some(0.5), validation_seed: Some(3), ..CoordinatorConfig::default() };
     let h = Harness::start(store, config).await;
     let run = h.create_run(1).await;
     let mut evil = h.worker(&h.token("liar", Role::Worker).await);
@@ -355,7 +356,7 @@ async fn a_liar_under_sampled_checks_never_makes_a_final_answer_wrong(store: Arc
 /// Without the independent check, redundancy is the defence: the votes of
 /// distinct identities, one each.
 async fn redundancy_counts_distinct_identities(store: Arc<dyn JobStore>) {
-    let config = CoordinatorConfig { validate_fraction: 0.0, ..CoordinatorConfig::default() };
+    let config = CoordinatorConfig { validate_fraction: Some(0.0), ..CoordinatorConfig::default() };
     let h = Harness::start(store, config).await;
     let run = h.create_run(2).await;
     let liar = h.token("liar", Role::Worker).await;
@@ -385,6 +386,68 @@ async fn redundancy_counts_distinct_identities(store: Arc<dyn JobStore>) {
     assert!(result.r#final);
     assert_eq!(result.n0, N0);
     assert!(h.progress(run).await.rejected >= 1);
+}
+
+/// Issue 20, item 6: a kind whose jobs take seconds to hours (12x12 grids
+/// with 4x3 boxes) is checked at its defaults by a quorum of two
+/// identities, not by recounting every result on the coordinator. One
+/// lying worker is outvoted and recorded against; the job's count is the
+/// honest one. The run is the slice of one gangster, the one whose four
+/// stacks split the digits alike; the honest identities report the count
+/// Silver published for it (his gangster 0: 71,040,502,078,290,395,136
+/// x 4!^2 completions of the two lower bands, times its b), so no job of
+/// minutes is counted here. The seeded sampler draws none of the three
+/// results for the coordinator's one-in-a-hundred recount, so the quorum
+/// alone decides: the same history on every run.
+async fn a_liar_is_outvoted_at_the_default_check_of_4x3(store: Arc<dyn JobStore>) {
+    use census_math::three_bands::{Pattern, band_count, gangsters, least};
+    static ALIKE: std::sync::LazyLock<(usize, Pattern)> = std::sync::LazyLock::new(|| {
+        let alike = Pattern::parse(4, "0000.0000.0000.0000.1111.1111.1111.1111.2222.2222.2222.2222").unwrap();
+        let listed = least(&alike);
+        (gangsters(4).unwrap().iter().position(|g| g.pattern == listed).unwrap(), listed)
+    });
+    let config = CoordinatorConfig { validation_seed: Some(1), ..CoordinatorConfig::default() };
+    assert_eq!(config.validate_fraction, None, "the census's own check");
+    let h = Harness::start(store, config).await;
+    let (index, alike) = &*ALIKE;
+    let created = h
+        .census(Some(&h.operator))
+        .create_run(CreateRunRequest {
+            census: format!("shape boxes=4x3 gangsters={index}..{}", index + 1),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(created.redundancy, 2, "4x3 runs need two identities by default");
+    assert_eq!(created.jobs_total, 1);
+    let key = format!("4x3:{}", alike.key());
+    let honest_count = band_count(alike) * 576 * 71_040_502_078_290_395_136;
+    let report =
+        |job: &Job, count: u128| JobResult { counter_version: created.counter_version.clone(), ..report(job, count) };
+    let liar = h.token("liar", Role::Worker).await;
+    let job = lease(&mut h.worker(&liar), created.run_id, 1).await.remove(0);
+    assert_eq!(job.key, key);
+    let outcome = complete(&mut h.worker(&liar), vec![report(&job, honest_count + 1)]).await.remove(0);
+    assert_eq!(outcome.status, Outcome::Recorded as i32, "a vote, not yet a verdict: {outcome:?}");
+    for (name, accepted) in [("honest-1", false), ("honest-2", true)] {
+        let token = h.token(name, Role::Worker).await;
+        let job = lease(&mut h.worker(&token), created.run_id, 1).await.remove(0);
+        assert_eq!(job.key, key, "{name} is handed the job that waits for a quorum");
+        let outcome = complete(&mut h.worker(&token), vec![report(&job, honest_count)]).await.remove(0);
+        assert_eq!(outcome.status, Outcome::Recorded as i32, "{name}: {outcome:?}");
+        let progress = h.progress(created.run_id).await;
+        assert_eq!(progress.done, u64::from(accepted), "{name}: {progress:?}");
+    }
+    let progress = h.progress(created.run_id).await;
+    assert_eq!(progress.rejected, 1, "the outvoted lie is recorded: {progress:?}");
+    let tokens = h.store.list_tokens().await.unwrap();
+    assert_eq!(tokens.iter().find(|t| t.name == "liar").unwrap().rejected, 1);
+    assert!(tokens.iter().filter(|t| t.name.starts_with("honest")).all(|t| t.rejected == 0));
+    // The accepted count is the honest one, and the liar, who voted on the
+    // job, is not handed it again.
+    assert_eq!(progress.completions_counted, honest_count.to_string());
+    assert!(lease(&mut h.worker(&liar), created.run_id, 1).await.iter().all(|j| j.job_id != job.job_id));
 }
 
 /// `census run` trusts its own threads (`trust_local_workers`): their
@@ -983,6 +1046,7 @@ on_both_backends!(
     a_lying_worker_is_caught_and_quarantined,
     a_liar_under_sampled_checks_never_makes_a_final_answer_wrong,
     redundancy_counts_distinct_identities,
+    a_liar_is_outvoted_at_the_default_check_of_4x3,
     only_the_coordinators_own_workers_skip_the_same_counter,
     old_tokens_are_fenced,
     forged_tokens_cost_no_recount_and_quarantine,

@@ -46,11 +46,40 @@ pub enum Census {
     /// Grids with boxes of `rows` x `cols` (side rows x cols): 2 x c for
     /// c = 2..=6 (two bands, [`shapes`]) and 4 x 3 (three bands,
     /// [`three_bands`]). A transposed shape reads as the same census.
-    Shape { rows: usize, cols: usize },
+    /// `gangsters`: only that slice of a three-band shape's jobs (to try a
+    /// cluster, or to spot-check classes against published counts): its
+    /// answer is the slice's part of the sum, not the number of grids.
+    Shape { rows: usize, cols: usize, gangsters: Option<Gangsters> },
     /// Not a count of anything: `jobs` made-up jobs whose counts are a hash
     /// of their number and `salt`, checked in O(1), for load testing the
     /// engine (`census simulate`); see [`synthetic`].
     Synthetic { jobs: u64, salt: u64 },
+}
+
+/// The gangsters `start..end` (in the order of [`three_bands::gangsters`]),
+/// a slice of a three-band census: `gangsters=START..END` in its text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Gangsters {
+    pub start: u32,
+    pub end: u32,
+}
+
+/// How a run's results are checked: see [`Census::default_check`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CheckPolicy {
+    /// Distinct worker identities that must report the same count of a job
+    /// before it is accepted (the run's redundancy), 1 to 5.
+    pub quorum: u32,
+    /// The share of results the coordinator counts again, 0 to 1, each
+    /// drawn at random as it arrives.
+    pub recount_fraction: f64,
+}
+
+impl CheckPolicy {
+    /// Every result recounted by the coordinator; one identity suffices.
+    pub const RECOUNT_ALL: CheckPolicy = CheckPolicy { quorum: 1, recount_fraction: 1.0 };
+    /// Two identities must agree; one result in a hundred recounted.
+    pub const QUORUM_AND_SAMPLE: CheckPolicy = CheckPolicy { quorum: 2, recount_fraction: 0.01 };
 }
 
 /// One job as an engine stores it.
@@ -105,7 +134,10 @@ impl fmt::Display for Census {
         match self {
             Census::Sudoku { stage, counter } => write!(f, "sudoku stage={} counter={}", stage.name(), counter),
             Census::EssentiallyDifferent => write!(f, "essentially-different"),
-            Census::Shape { rows, cols } => write!(f, "shape boxes={rows}x{cols}"),
+            Census::Shape { rows, cols, gangsters: None } => write!(f, "shape boxes={rows}x{cols}"),
+            Census::Shape { rows, cols, gangsters: Some(Gangsters { start, end }) } => {
+                write!(f, "shape boxes={rows}x{cols} gangsters={start}..{end}")
+            }
             Census::Synthetic { jobs, salt } => write!(f, "synthetic jobs={jobs} salt={salt}"),
         }
     }
@@ -147,9 +179,13 @@ impl FromStr for Census {
                     (3, 3) => Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets },
                     // r x c and c x r boxes have the same grids (transpose).
                     (2, c) | (c, 2) if (shapes::MIN_C..=shapes::MAX_C).contains(&c) => {
-                        Census::Shape { rows: 2, cols: c }
+                        Census::Shape { rows: 2, cols: c, gangsters: None }
                     }
-                    (4, 3) | (3, 4) => Census::Shape { rows: 4, cols: 3 },
+                    (4, 3) | (3, 4) => {
+                        let gangsters =
+                            take("gangsters").map(|range| parse_gangsters(range).map_err(bad)).transpose()?;
+                        Census::Shape { rows: 4, cols: 3, gangsters }
+                    }
                     _ => {
                         return Err(bad(format!(
                             "boxes={boxes}: the shapes are 2x2 to 2x6, their transposes, 3x3, and 4x3 (3x4)"
@@ -182,6 +218,18 @@ impl FromStr for Census {
     }
 }
 
+/// `START..END`, a non-empty range of gangster numbers.
+fn parse_gangsters(range: &str) -> Result<Gangsters, String> {
+    let (start, end) = range
+        .split_once("..")
+        .and_then(|(start, end)| Some((start.parse::<u32>().ok()?, end.parse::<u32>().ok()?)))
+        .ok_or_else(|| format!("gangsters={range} is not START..END, e.g. gangsters=0..100"))?;
+    if start >= end {
+        return Err(format!("gangsters={range} is empty: START must be below END"));
+    }
+    Ok(Gangsters { start, end })
+}
+
 /// Russell and Jarvis (2006): the number of essentially different grids.
 pub const PUBLISHED_ESSENTIALLY_DIFFERENT: u64 = 5_472_730_538;
 
@@ -193,10 +241,11 @@ impl Census {
         match *self {
             Census::Sudoku { .. } => Some(n0_from_s(&BigUint::from(crate::total::PUBLISHED_S))),
             Census::EssentiallyDifferent => Some(BigUint::from(PUBLISHED_ESSENTIALLY_DIFFERENT)),
-            Census::Shape { rows: 2, cols } => {
+            Census::Shape { gangsters: Some(_), .. } => None,
+            Census::Shape { rows: 2, cols, .. } => {
                 shapes::PUBLISHED_GRIDS.iter().find(|(side, _)| *side == cols).and_then(|(_, grids)| grids.parse().ok())
             }
-            Census::Shape { rows: 4, cols: 3 } => three_bands::PUBLISHED_4X3.parse().ok(),
+            Census::Shape { rows: 4, cols: 3, .. } => three_bands::PUBLISHED_4X3.parse().ok(),
             Census::Shape { .. } | Census::Synthetic { .. } => None,
         }
     }
@@ -216,6 +265,37 @@ impl Census {
     /// ```
     pub fn is_nine_by_nine(&self) -> bool {
         matches!(self, Census::Sudoku { .. })
+    }
+
+    /// How the results of this census are checked when the operator does
+    /// not say (`--redundancy`, `--validate-fraction`).
+    ///
+    /// A recount costs the coordinator what the count cost the worker, and
+    /// the coordinator is one machine. Where a job takes microseconds to a
+    /// few seconds (the 9x9 count, the essentially different grids, 2x2 to
+    /// 2x5), it recounts every result: a wrong count is never stored. Where
+    /// a job takes seconds to hours (three-band shapes such as 4x3, and
+    /// 2x6, whose classes are searched), recounting everything would make
+    /// the coordinator as big as the cluster, so the check moves to the
+    /// workers: two distinct identities must report the same count (a
+    /// disagreement is settled by a third), and the coordinator recounts
+    /// one result in a hundred, drawn at random, to catch two identities
+    /// that lie alike. The cluster then counts each job twice, which is
+    /// the price of not trusting any one worker.
+    ///
+    /// ```
+    /// use census_math::census::{Census, CheckPolicy};
+    /// let nine: Census = "sudoku stage=44 counter=banded".parse().unwrap();
+    /// assert_eq!(nine.default_check(), CheckPolicy { quorum: 1, recount_fraction: 1.0 });
+    /// let twelve: Census = "shape boxes=4x3".parse().unwrap();
+    /// assert_eq!(twelve.default_check(), CheckPolicy { quorum: 2, recount_fraction: 0.01 });
+    /// ```
+    pub fn default_check(&self) -> CheckPolicy {
+        match *self {
+            Census::Shape { rows: 2, cols, .. } if cols < 6 => CheckPolicy::RECOUNT_ALL,
+            Census::Shape { .. } => CheckPolicy::QUORUM_AND_SAMPLE,
+            Census::Sudoku { .. } | Census::EssentiallyDifferent | Census::Synthetic { .. } => CheckPolicy::RECOUNT_ALL,
+        }
     }
 
     /// Every job of the census, in a fixed order.
@@ -245,16 +325,31 @@ impl Census {
                     weight: u128::from(job.weight),
                 })
                 .collect()),
-            Census::Shape { rows: 2, cols } => Ok(shapes::jobs(cols)
+            Census::Shape { rows: 2, cols, .. } => Ok(shapes::jobs(cols)
                 .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?
                 .into_iter()
                 .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
                 .collect()),
-            Census::Shape { rows, .. } => Ok(three_bands::jobs(rows)
-                .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?
-                .into_iter()
-                .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
-                .collect()),
+            Census::Shape { rows, gangsters, .. } => {
+                let all = three_bands::jobs(rows)
+                    .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?;
+                let slice = match gangsters {
+                    None => 0..all.len(),
+                    Some(Gangsters { start, end }) if end as usize <= all.len() => start as usize..end as usize,
+                    Some(Gangsters { end, .. }) => {
+                        return Err(CensusError::BadCensus {
+                            text: self.to_string(),
+                            reason: format!("gangsters ..{end}: there are {} gangsters", all.len()),
+                        });
+                    }
+                };
+                Ok(all
+                    .into_iter()
+                    .take(slice.end)
+                    .skip(slice.start)
+                    .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
+                    .collect())
+            }
             Census::Synthetic { .. } => Ok(self.job_stream()?.collect()),
         }
     }
@@ -341,7 +436,7 @@ impl Census {
         match *self {
             Census::Sudoku { counter, .. } => JobCounter::Sudoku(counter.build()),
             Census::EssentiallyDifferent => JobCounter::EssentiallyDifferent,
-            Census::Shape { rows: 2, cols } => JobCounter::Shape { c: cols },
+            Census::Shape { rows: 2, cols, .. } => JobCounter::Shape { c: cols },
             Census::Shape { rows, .. } => JobCounter::ThreeBands {
                 r: rows,
                 tables: three_bands::TablePool::new(rows).expect("three-band shapes have 2 to 4 rows"),
@@ -443,7 +538,7 @@ impl Census {
                     })
                     .collect();
                 let value = three_bands::fold(three_band_jobs.iter().zip(counts.iter().copied()));
-                let terms = vec![
+                let mut terms = vec![
                     ("gangsters (classes of top-band column sets)".into(), jobs.len().to_string()),
                     (
                         "column-set tuples (sum of class sizes)".into(),
@@ -451,6 +546,10 @@ impl Census {
                     ),
                     (format!("grids({rows} x 3) = sum of size x b x G"), value.to_string()),
                 ];
+                if let Census::Shape { gangsters: Some(Gangsters { start, end }), .. } = *self {
+                    terms[2].0 = format!("gangsters {start}..{end}: their part of the sum of size x b x G");
+                    terms.push(("a slice: not the number of grids".into(), String::new()));
+                }
                 Ok(Answer { value, terms })
             }
             Census::Shape { cols: c, .. } => {
@@ -557,17 +656,21 @@ mod tests {
 
     #[test]
     fn censuses_read_back_what_they_print() {
-        for text in
-            ["sudoku stage=russell counter=column-sets", "essentially-different", "shape boxes=2x5", "shape boxes=4x3"]
-        {
+        for text in [
+            "sudoku stage=russell counter=column-sets",
+            "essentially-different",
+            "shape boxes=2x5",
+            "shape boxes=4x3",
+            "shape boxes=4x3 gangsters=10..20",
+        ] {
             assert_eq!(text.parse::<Census>().unwrap().to_string(), text);
         }
         assert_eq!(
             "sudoku".parse::<Census>().unwrap(),
             Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets }
         );
-        assert_eq!("shape boxes=4x2".parse::<Census>().unwrap(), Census::Shape { rows: 2, cols: 4 });
-        assert_eq!("shape boxes=3x4".parse::<Census>().unwrap(), Census::Shape { rows: 4, cols: 3 });
+        assert_eq!("shape boxes=4x2".parse::<Census>().unwrap(), Census::Shape { rows: 2, cols: 4, gangsters: None });
+        assert_eq!("shape boxes=3x4".parse::<Census>().unwrap(), Census::Shape { rows: 4, cols: 3, gangsters: None });
         assert_eq!("shape boxes=3x4".parse::<Census>().unwrap().to_string(), "shape boxes=4x3");
         assert_eq!("shape boxes=3x3".parse::<Census>().unwrap(), "sudoku".parse().unwrap());
         assert_eq!("synthetic jobs=5".parse::<Census>().unwrap().to_string(), "synthetic jobs=5 salt=0");
@@ -587,6 +690,10 @@ mod tests {
             ("synthetic jobs=x", "not a whole number"),
             ("synthetic jobs=5 salt=-1", "not a whole number"),
             ("synthetic jobs=5 boxes=2x2", "takes no boxes"),
+            ("shape boxes=2x4 gangsters=0..5", "takes no gangsters"),
+            ("shape boxes=4x3 gangsters=5", "not START..END"),
+            ("shape boxes=4x3 gangsters=5..5", "is empty"),
+            ("shape boxes=4x3 gangsters=-1..5", "not START..END"),
         ] {
             let error = text.parse::<Census>().unwrap_err().to_string();
             assert!(error.contains(says), "{text:?}: {error}");
@@ -631,6 +738,20 @@ mod tests {
         let answer = census.fold(&jobs, &ones).unwrap();
         assert_eq!(answer.value, BigUint::from(34_650u128.pow(4)));
         assert_eq!(census.published().unwrap().to_string(), "81171437193104932746936103027318645818654720000");
+        // A slice is those jobs, in order; its answer is their part of the
+        // sum, and no published total is claimed for it.
+        let slice: Census = "shape boxes=4x3 gangsters=100..103".parse().unwrap();
+        let part = slice.jobs().unwrap();
+        assert_eq!(part, jobs[100..103]);
+        assert_eq!(slice.default_check(), census.default_check());
+        assert_eq!(slice.counter_version(), census.counter_version());
+        assert_eq!(slice.published(), None);
+        let answer = slice.fold(&part, &[1, 1, 1]).unwrap();
+        assert_eq!(answer.value, part.iter().map(|job| BigUint::from(job.weight)).sum::<BigUint>());
+        assert!(answer.terms.iter().any(|(name, _)| name.contains("not the number of grids")), "{answer:?}");
+        assert!(slice.fold(&jobs[100..102], &[1, 1]).is_err(), "a slice folds all its jobs");
+        let beyond: Census = "shape boxes=4x3 gangsters=144000..144579".parse().unwrap();
+        assert!(beyond.jobs().unwrap_err().to_string().contains("there are 144578 gangsters"));
     }
 
     /// The fold refuses anything but exactly the census's jobs, each once.
@@ -675,10 +796,10 @@ mod tests {
             assert!(matches!(sudoku.count(key), Err(CensusError::BadKey { .. })), "{key:?}");
         }
         assert_eq!(sudoku.count("123456789456789123789123456 235/689").map(|n| n > 0), Ok(true));
-        let shape = Census::Shape { rows: 2, cols: 3 }.job_counter();
+        let shape = Census::Shape { rows: 2, cols: 3, gangsters: None }.job_counter();
         assert!(shape.count("2x2:003,003").unwrap_err().to_string().contains("not a 2 x 3 key"));
         assert!(Census::EssentiallyDifferent.job_counter().count("2x2:003,003").is_err());
-        let twelve = Census::Shape { rows: 4, cols: 3 }.job_counter();
+        let twelve = Census::Shape { rows: 4, cols: 3, gangsters: None }.job_counter();
         assert!(twelve.count("2x2:003,003").unwrap_err().to_string().contains("not a 4 x 3 key"));
         assert!(twelve.count("4x3:0000.0000").unwrap_err().to_string().contains("2 digits, not 12"));
     }
@@ -699,7 +820,7 @@ mod tests {
         let counter = census.job_counter();
         assert!(counter.count("synthetic:25").unwrap_err().to_string().contains("not below jobs=25"));
         assert!(counter.count("2x2:003,003").is_err());
-        let shape = Census::Shape { rows: 2, cols: 3 }.job_counter();
+        let shape = Census::Shape { rows: 2, cols: 3, gangsters: None }.job_counter();
         assert!(shape.count("synthetic:1").is_err());
         let mut wrong = jobs.clone();
         wrong[0].key = "synthetic:99".into();

@@ -33,9 +33,9 @@ pub struct Args {
     /// The counter of the run created with --stage (see `census run --help`).
     #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
-    /// Distinct worker identities (tokens) that must agree on each job of the run created with --stage or --census, 1 to 5.
-    #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
-    redundancy: u32,
+    /// Distinct worker identities (tokens) that must agree on each job of the run created with --stage or --census, 1 to 5 (default: the census's, 1, or 2 for 4x3 and 2x6: README, "Checked results").
+    #[arg(long, env = "CENSUS_REDUNDANCY", value_parser = clap::value_parser!(u32).range(1..=5))]
+    redundancy: Option<u32>,
     /// Seconds a lease lasts without a heartbeat, 1 to 3600.
     #[arg(long, env = "CENSUS_LEASE_TTL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     lease_ttl: u64,
@@ -57,9 +57,9 @@ pub struct Args {
     /// Rejected results after which a worker identity is quarantined, 1 to 1000.
     #[arg(long, env = "CENSUS_QUARANTINE_AFTER", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     quarantine_after: u32,
-    /// The share of results checked by an independent count (0 to 1; 1 checks every result).
-    #[arg(long, env = "CENSUS_VALIDATE_FRACTION", default_value_t = 1.0, value_parser = parse_fraction)]
-    validate_fraction: f64,
+    /// The share of results the coordinator counts again (0 to 1; 1 checks every result; default: each census's, 1, or 0.01 for 4x3 and 2x6, whose runs need 2 identities to agree instead).
+    #[arg(long, env = "CENSUS_VALIDATE_FRACTION", value_parser = parse_fraction)]
+    validate_fraction: Option<f64>,
     /// Let anyone read runs, progress and results without a token.
     #[arg(long, env = "CENSUS_PUBLIC_READ")]
     public_read: bool,
@@ -235,7 +235,8 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         (None, None) => None,
     };
     if let Some(census) = census {
-        let run = until_available("creating the run", || coordinator.create_run(census, args.redundancy)).await?;
+        let run = until_available("creating the run", || coordinator.create_run(census, args.redundancy.unwrap_or(0)))
+            .await?;
         tracing::info!(run = run.run_id, census = %run.spec.census, jobs = run.jobs_total, done = run.jobs_done, "run ready");
     }
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -216,7 +216,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
 /// census"): 2 x 6 boxes, 947,985 jobs of about an hour each. (SQLite holds
 /// any count exactly, so 4 x 3 boxes, 144,578 jobs, run on a laptop's file.)
 fn needs_postgres(census: &Census) -> bool {
-    matches!(census, Census::Shape { rows: 2, cols } if *cols >= 6)
+    matches!(census, Census::Shape { rows: 2, cols, .. } if *cols >= 6)
 }
 
 /// How `census run` shows progress: a bar on a terminal, a line every

@@ -19,9 +19,9 @@ pub struct Args {
     stage: Option<String>,
     #[arg(long, env = "CENSUS_COUNTER", help = super::COUNTER_HELP)]
     counter: Option<String>,
-    /// Distinct worker identities (tokens) that must agree on each job, 1 to 5.
-    #[arg(long, env = "CENSUS_REDUNDANCY", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
-    redundancy: u32,
+    /// Distinct worker identities (tokens) that must agree on each job, 1 to 5 (default: the census's, 1, or 2 for 4x3 and 2x6: README, "Checked results").
+    #[arg(long, env = "CENSUS_REDUNDANCY", value_parser = clap::value_parser!(u32).range(1..=5))]
+    redundancy: Option<u32>,
     /// Runs with higher priority are leased first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     priority: i64,
@@ -36,7 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             census: args.census.unwrap_or_default(),
             stage: args.stage.unwrap_or_default(),
             counter: args.counter.unwrap_or_default(),
-            redundancy: args.redundancy,
+            redundancy: args.redundancy.unwrap_or(0),
             priority: args.priority,
         };
         let run = client.create_run(request).await.map_err(status_error)?.into_inner();
