@@ -44,7 +44,7 @@ enum Command {
     Priority(commands::operate::PriorityArgs),
     /// Issue, list and revoke credentials (tokens), and lift quarantines.
     Token(commands::token::Args),
-    /// Print the class table of a stage.
+    /// Print the class table of a stage, or the jobs of a census (--census).
     Classes(commands::classes::Args),
     /// Count the completions of one band, seed by seed.
     CountBand(commands::count_band::Args),

@@ -20,6 +20,30 @@ fn classes_prints_the_russell_table_as_json() {
     assert_eq!(keys, ["id", "representative", "size"]);
 }
 
+/// `classes --census` lists any census's jobs, and a slice of the 4x3
+/// gangsters is that part of the list, numbered as in the whole.
+#[test]
+fn classes_lists_the_jobs_of_any_census_and_of_a_slice() {
+    let output = census(&["classes", "--census", "shape boxes=2x3", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let jobs: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let weights: u64 = jobs.iter().map(|j| j["weight"].as_str().unwrap().parse::<u64>().unwrap()).sum();
+    // As for 2x6 (924^6, shared/twelve.md): the class weights add up to C(2c, c)^c.
+    assert_eq!((jobs.len(), weights), (4, 20u64.pow(3)));
+    let output = census(&["classes", "--census", "shape boxes=4x3 gangsters=144576..144578"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(lines[2].starts_with("1\t4x3 gangster 144577\t"), "{stdout}");
+    assert!(lines[2].ends_with("\t4x3:0000.0000.0000.0000.1111.1111.1111.1111.2222.2222.2222.2222"), "{stdout}");
+    let beyond = census(&["classes", "--census", "shape boxes=4x3 gangsters=0..144579"]);
+    assert_ne!(beyond.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&beyond.stderr).contains("there are 144578 gangsters"));
+    let both = census(&["classes", "--census", "shape boxes=2x3", "--stage", "44"]);
+    assert_eq!(both.status.code(), Some(2));
+}
+
 #[test]
 fn an_unknown_stage_is_a_usage_error() {
     let output = census(&["classes", "--stage", "45"]);
