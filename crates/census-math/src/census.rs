@@ -547,8 +547,8 @@ impl Census {
                     (format!("grids({rows} x 3) = sum of size x b x G"), value.to_string()),
                 ];
                 if let Census::Shape { gangsters: Some(Gangsters { start, end }), .. } = *self {
-                    terms[2].0 = format!("gangsters {start}..{end}: their part of the sum of size x b x G");
-                    terms.push(("a slice: not the number of grids".into(), String::new()));
+                    terms[2].0 =
+                        format!("gangsters {start}..{end} (a slice, not the number of grids): sum of size x b x G");
                 }
                 Ok(Answer { value, terms })
             }
@@ -748,7 +748,7 @@ mod tests {
         assert_eq!(slice.published(), None);
         let answer = slice.fold(&part, &[1, 1, 1]).unwrap();
         assert_eq!(answer.value, part.iter().map(|job| BigUint::from(job.weight)).sum::<BigUint>());
-        assert!(answer.terms.iter().any(|(name, _)| name.contains("not the number of grids")), "{answer:?}");
+        assert!(answer.terms.iter().any(|(name, _)| name.contains("a slice, not the number of grids")), "{answer:?}");
         assert!(slice.fold(&jobs[100..102], &[1, 1]).is_err(), "a slice folds all its jobs");
         let beyond: Census = "shape boxes=4x3 gangsters=144000..144579".parse().unwrap();
         assert!(beyond.jobs().unwrap_err().to_string().contains("there are 144578 gangsters"));
