@@ -14,11 +14,9 @@ use std::collections::BTreeMap;
 use num_bigint::BigUint;
 use sqlx::Row;
 
+use super::decision::ClassChanges;
 use super::{SqlStore, parse_big};
 use crate::{RunId, StoreError};
-
-/// Counts added to (or taken out of) classes: (run, class) -> (count, jobs done).
-pub(super) type ClassChanges = BTreeMap<(RunId, i64), (BigUint, i64)>;
 
 /// Whether counts come in (results accepted) or go out (jobs reopened).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -95,6 +95,27 @@ fn whole_part(text: &str) -> Option<&str> {
     }
 }
 
+/// The lease columns of a job row, read by name: what
+/// [`decision::LeaseFields`] is made of.
+#[derive(sqlx::FromRow)]
+struct LeaseColumns {
+    state: String,
+    lease_token: Option<String>,
+    lease_owner: Option<String>,
+    lease_expires_at: Option<i64>,
+}
+
+impl LeaseColumns {
+    fn fields(self) -> Result<decision::LeaseFields, StoreError> {
+        Ok(decision::LeaseFields {
+            state: self.state.parse()?,
+            token: self.lease_token,
+            owner: self.lease_owner,
+            expires_at: self.lease_expires_at,
+        })
+    }
+}
+
 /// A lease token prefix, random for every lease call; the job id and
 /// attempt number complete it, so two attempts never share a token.
 fn token_salt() -> String {

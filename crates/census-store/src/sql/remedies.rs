@@ -4,12 +4,26 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use num_bigint::BigUint;
-use sqlx::Row;
+use sqlx::{FromRow, Row};
 
-use super::exact::{ClassChanges, Direction};
+use super::decision::{ClassChanges, Offence, fails_for_good, quarantine_reason};
+use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
-use super::{JobState, SqlStore, now_ms, parse_big};
+use super::{JobState, LeaseColumns, SqlStore, now_ms, parse_big};
 use crate::{JobId, RunId, StoreError};
+
+/// What a failure report reads of its job.
+#[derive(FromRow)]
+struct FailedJobRow {
+    run_id: RunId,
+    attempt: i64,
+    /// Failures since the job was last requeued.
+    failures: i64,
+    /// Bumped by every requeue: the failures that count have this epoch.
+    failure_epoch: i64,
+    #[sqlx(flatten)]
+    lease: LeaseColumns,
+}
 
 impl SqlStore {
     pub(crate) async fn recount_job(&self, job: JobId) -> Result<(), StoreError> {
@@ -188,19 +202,9 @@ impl SqlStore {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or(StoreError::UnknownJob(job))?;
-        let state: JobState = row.try_get::<String, _>(0)?.parse()?;
-        let attempt: i64 = row.try_get(1)?;
-        let current: Option<String> = row.try_get(2)?;
-        let run: RunId = row.try_get(3)?;
-        let owner: Option<String> = row.try_get(4)?;
-        let expires: Option<i64> = row.try_get(5)?;
-        let failures: i64 = row.try_get::<i64, _>(6)? + 1;
-        let epoch: i64 = row.try_get(7)?;
-        if state != JobState::Leased
-            || current.as_deref() != Some(token)
-            || owner.as_deref() != Some(worker)
-            || expires.is_none_or(|e| e < now)
-        {
+        let row = FailedJobRow::from_row(&row)?;
+        let (attempt, run, failures, epoch) = (row.attempt, row.run_id, row.failures + 1, row.failure_epoch);
+        if !row.lease.fields()?.held_by(worker, token, now) {
             return Err(StoreError::StaleToken { job });
         }
         sqlx::query(
@@ -214,8 +218,7 @@ impl SqlStore {
         .bind(epoch)
         .execute(&mut *tx)
         .await?;
-        // One identity alone can delay a job, never fail it: failing for
-        // good takes failures from several.
+        // One identity alone can delay a job, never fail it (`fails_for_good`).
         let identities: i64 =
             sqlx::query("SELECT COUNT(DISTINCT worker) FROM failures WHERE job_id = $1 AND epoch = $2")
                 .bind(job)
@@ -223,8 +226,7 @@ impl SqlStore {
                 .fetch_one(&mut *tx)
                 .await?
                 .try_get(0)?;
-        let quorum = i64::from(self.config.fail_quorum.clamp(1, self.config.max_attempts.max(1)));
-        let exhausted = failures >= i64::from(self.config.max_attempts) && identities >= quorum;
+        let exhausted = fails_for_good(failures, identities, &self.config);
         let next = if exhausted { JobState::Failed } else { JobState::Pending };
         sqlx::query(&format!(
             "UPDATE jobs SET state = $2, failures = $3, {RETIRE_LEASE}, updated_at = $4 WHERE id = $1"
@@ -258,8 +260,8 @@ impl SqlStore {
             .fetch_one(&mut *tx)
             .await?
             .try_get(0)?;
-        if reported >= i64::from(self.config.quarantine_after_failures) {
-            self.quarantine_in(&mut tx, worker, &format!("{reported} failures reported"), now).await?;
+        if let Some(reason) = quarantine_reason(Offence::Failed, reported, &self.config) {
+            self.quarantine_in(&mut tx, worker, &reason, now).await?;
         }
         tx.commit().await?;
         Ok(())
