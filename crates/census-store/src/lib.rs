@@ -7,7 +7,8 @@
 //! result. Postgres is the store for distributed runs, SQLite the embedded
 //! default; one type, [`SqlStore`], implements [`JobStore`] on both (the
 //! few dialect differences are its backend's methods), and both pass the
-//! same conformance suite.
+//! same conformance suite, `conformance::exercise` (a public function,
+//! with the `conformance` feature, that any other store can run too).
 //!
 //! This crate knows SQL and, of the mathematics, only the seam
 //! `census_math::census`: a run's census folds its job counts into the
@@ -23,6 +24,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod sql;
 
 use std::sync::Arc;
