@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use sqlx::{FromRow, Row};
+use sqlx::FromRow;
 
 use super::decision::{
     BatchPlan, ClassChanges, JobChange, JobView, NewResult, Offence, Rejection, RunChange, WorkerTally, plan_batch,
@@ -15,7 +15,7 @@ use super::decision::{
 };
 use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
-use super::{LeaseColumns, SqlStore, now_ms, parse_count};
+use super::{LeaseColumns, SqlStore, bigint, now_ms, parse_count, text, values_rows};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
 
 /// A job of the batch as [`SqlStore::load_jobs`] reads it, with its run's
@@ -358,39 +358,14 @@ impl SqlStore {
         }
         let workers: BTreeSet<&str> = rejections.iter().map(|r| r.worker.as_str()).collect();
         for worker in workers {
-            let rejected: i64 = sqlx::query("SELECT COUNT(*) FROM rejections WHERE worker = $1")
+            let rejected: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM rejections WHERE worker = $1")
                 .bind(worker)
                 .fetch_one(&mut **tx)
-                .await?
-                .try_get(0)?;
+                .await?;
             if let Some(reason) = quarantine_reason(Offence::Rejected, rejected, &self.config) {
                 self.quarantine_in(tx, worker, &reason, now).await?;
             }
         }
         Ok(())
     }
-}
-
-/// The rows of a `VALUES` list: `rows` tuples of `columns`, each column an
-/// expression around its parameter, numbered from `$first` row by row. (The
-/// casts give both backends the column types; VALUES columns are column1,
-/// column2, ... on both.)
-fn values_rows(rows: usize, first: usize, columns: &[&dyn Fn(&str) -> String]) -> String {
-    let row = |i: usize| {
-        let cells: Vec<String> = columns
-            .iter()
-            .enumerate()
-            .map(|(j, column)| column(&format!("${}", first + i * columns.len() + j)))
-            .collect();
-        format!("({})", cells.join(", "))
-    };
-    (0..rows).map(row).collect::<Vec<_>>().join(", ")
-}
-
-fn bigint(parameter: &str) -> String {
-    format!("CAST({parameter} AS BIGINT)")
-}
-
-fn text(parameter: &str) -> String {
-    format!("CAST({parameter} AS TEXT)")
 }

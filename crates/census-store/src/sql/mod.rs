@@ -116,6 +116,35 @@ impl LeaseColumns {
     }
 }
 
+/// The rows of a `VALUES` list: `rows` tuples of `columns`, each column an
+/// expression around its parameter, numbered from `$first` row by row. (The
+/// casts give both backends the column types; VALUES columns are column1,
+/// column2, ... on both.)
+pub(super) fn values_rows(rows: usize, first: usize, columns: &[&dyn Fn(&str) -> String]) -> String {
+    let row = |i: usize| {
+        let cells: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(j, column)| column(&format!("${}", first + i * columns.len() + j)))
+            .collect();
+        format!("({})", cells.join(", "))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
+pub(super) fn bigint(parameter: &str) -> String {
+    format!("CAST({parameter} AS BIGINT)")
+}
+
+pub(super) fn text(parameter: &str) -> String {
+    format!("CAST({parameter} AS TEXT)")
+}
+
+/// A parameter as it is.
+pub(super) fn plain(parameter: &str) -> String {
+    parameter.to_string()
+}
+
 /// A lease token prefix, random for every lease call; the job id and
 /// attempt number complete it, so two attempts never share a token.
 fn token_salt() -> String {
@@ -230,13 +259,10 @@ impl JobStore for SqlStore {
     }
 
     async fn answer_version(&self, run: RunId) -> Result<Option<String>, StoreError> {
-        use sqlx::Row;
         let row = self.ensure_run(run).await?;
-        let Some(finished) = row.try_get::<Option<i64>, _>(0)? else { return Ok(None) };
-        let conflicts: i64 = row.try_get(1)?;
-        let weighted_sum = row.try_get::<Option<String>, _>(2)?.unwrap_or_default();
-        let answer = row.try_get::<Option<String>, _>(3)?.unwrap_or_default();
-        Ok(Some(format!("{finished}/{conflicts}/{weighted_sum}/{answer}")))
+        let Some(finished) = row.finished_at else { return Ok(None) };
+        let (weighted_sum, answer) = (row.weighted_sum.unwrap_or_default(), row.answer.unwrap_or_default());
+        Ok(Some(format!("{finished}/{}/{weighted_sum}/{answer}", row.open_conflicts)))
     }
 
     async fn close(&self) {
