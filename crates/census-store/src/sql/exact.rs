@@ -16,7 +16,7 @@ use sqlx::FromRow;
 use sqlx::any::AnyRow;
 
 use super::decision::ClassChanges;
-use super::{SqlStore, bigint, parse_big, plain, values_rows};
+use super::{PAGE, SqlStore, bigint, parse_big, plain, values_rows};
 use crate::{RunId, StoreError};
 
 /// Whether counts come in (results accepted) or go out (jobs reopened).
@@ -42,9 +42,6 @@ impl Direction {
 pub(super) fn contribution(weight: &BigUint, count_sum: &BigUint, power: u32) -> BigUint {
     weight * count_sum.pow(power)
 }
-
-/// How many rows a page of a walk over a run's jobs or classes reads.
-const PAGE: i64 = 10_000;
 
 /// The rows of `sql` for `run` after the page key `after`, a page at a time
 /// (`sql` binds the run, the key and the page size as $1, $2 and $3, and

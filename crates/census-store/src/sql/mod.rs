@@ -2,12 +2,20 @@
 //! sqlx's `Any` driver. The SQL is shared; the few places where the two
 //! dialects differ are the methods of `Backend`.
 //!
+//! The rules are above the SQL, in `decision`: pure functions over named
+//! types, with no database (what a report does, what a batch changes, when
+//! an identity is quarantined, when a job fails for good, who holds a
+//! lease). The SQL files load the rows the rules read and write what they
+//! decide, as named steps with typed rows (`#[derive(sqlx::FromRow)]`
+//! structs read by column name).
+//!
 //! One file a concern: `backend` (opening, dialects), `runs`, `queue`
-//! (leases and heartbeats), `decision` (the pure state machine of reports),
-//! `completion` (the transaction that applies it), `remedies` (recount,
-//! fail, requeue), `totals` (finishing a run, progress and sums) and `auth`
-//! (tokens and quarantine). This file holds the store and the trait's table
-//! of contents.
+//! (leases and heartbeats), `fencing` (whether a reporter holds its
+//! leases), `decision` (the rules), `completion` (a batch of reports as
+//! load -> decide -> apply), `remedies` (recount, fail, requeue), `totals`
+//! (finishing a run, progress and sums), `exact` (SQLite's exact sums) and
+//! `auth` (tokens and quarantine). This file holds the store, the helpers
+//! the files share, and the trait's table of contents.
 
 mod auth;
 mod backend;
@@ -59,6 +67,11 @@ pub struct SqlStore {
     /// Runs finished by this value's committed transactions, not yet taken.
     finished: Mutex<Vec<RunId>>,
 }
+
+/// How many rows a page of a walk over a run's jobs, results or classes
+/// reads (a fold, its check, an exact rebuild): a few MB at most, so a run's
+/// rows are never all in memory at once.
+const PAGE: i64 = 10_000;
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_millis() as i64

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::exact::contribution;
 use super::runs::{RUN_ROW, RunRow};
-use super::{SqlStore, now_ms, parse_big, parse_count, read_census};
+use super::{PAGE, SqlStore, now_ms, parse_big, parse_count, read_census};
 use crate::{ClassTotal, JobSpec, Progress, RunId, RunTotal, StoreError, WorkerProgress};
 use census_math::census::{Answer, Census};
 use num_bigint::BigUint;
@@ -126,9 +126,6 @@ impl Source {
             .await?)
     }
 }
-
-/// Rows a page of a fold or a check reads (a few MB at most).
-const PAGE: i64 = 10_000;
 
 /// The fold of `counts` (one per job of `jobs`), the census's own jobs being
 /// `expected`, with its class sums and weighted sum.
