@@ -531,13 +531,19 @@ mod tests {
         assert!(plan.classes.is_empty() && plan.runs.is_empty() && plan.workers.is_empty());
     }
 
-    #[test]
-    fn the_quorum_accepts_and_the_outvoted_are_rejected() {
+    /// Jobs 1 and 2 at redundancy 2; job 1 has votes 5 (w1) and 6 (w2) and
+    /// is leased to w3, the third and last vote it takes.
+    fn split_vote() -> HashMap<JobId, JobView> {
         let mut jobs = two_jobs(2);
         let job = jobs.get_mut(&1).unwrap();
         job.votes = vec![("w1".into(), 5), ("w2".into(), 6)];
         job.lease = leased_to("w3");
-        let plan = plan_batch(jobs, &[completion(1, "w3", 5)], 0);
+        jobs
+    }
+
+    #[test]
+    fn the_quorum_accepts_and_the_outvoted_are_rejected() {
+        let plan = plan_batch(split_vote(), &[completion(1, "w3", 5)], 0);
         assert!(matches!(plan.outcomes.as_slice(), [Ok(CompleteOutcome::Recorded)]));
         let outvoted = Rejection {
             job: 1,
@@ -553,11 +559,7 @@ mod tests {
 
     #[test]
     fn votes_past_any_quorum_fail_the_job_with_a_conflict() {
-        let mut jobs = two_jobs(2);
-        let job = jobs.get_mut(&1).unwrap();
-        job.votes = vec![("w1".into(), 5), ("w2".into(), 6)];
-        job.lease = leased_to("w3");
-        let plan = plan_batch(jobs, &[completion(1, "w3", 7)], 0);
+        let plan = plan_batch(split_vote(), &[completion(1, "w3", 7)], 0);
         assert!(matches!(plan.outcomes.as_slice(), [Ok(CompleteOutcome::Conflict { stored: 5 })]));
         assert_eq!(
             plan.jobs,
