@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use sqlx::FromRow;
 
 use super::decision::{
-    BatchPlan, ClassChanges, JobChange, JobView, NewResult, Offence, Rejection, RunChange, WorkerTally, plan_batch,
-    quarantine_reason,
+    BatchPlan, ClassChanges, JobChange, JobView, NewResult, Offence, Rejection, ResultOutcome, RunChange, WorkerTally,
+    plan_batch, quarantine_reason,
 };
 use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
@@ -29,7 +29,8 @@ struct JobRow {
     attempt: i64,
     #[sqlx(flatten)]
     lease: LeaseColumns,
-    /// How many votes the row has counted (0 for a job decided by one identity).
+    /// Votes the row has counted this round (none on a job that an earlier
+    /// version finished at redundancy 1, when votes were not counted).
     votes: i64,
     redundancy: i64,
     cancelled_at: Option<i64>,
@@ -87,7 +88,7 @@ impl SqlStore {
             })
             .await?;
         let mut jobs = HashMap::with_capacity(rows.len());
-        // Jobs with votes this round; and done jobs without (redundancy 1),
+        // Jobs with votes this round; and done jobs without (see `JobRow::votes`),
         // whose accepted result is the only vote, needed to recognise a repeat.
         let mut voted = Vec::new();
         for row in &rows {
@@ -122,7 +123,7 @@ impl SqlStore {
             let vote = VoteRow::from_row(vote)?;
             let Some((job, votes)) = jobs.get_mut(&vote.job_id) else { continue };
             // A job without votes counted is done: only its accepted result is a vote.
-            if vote.round == job.round && (*votes > 0 || vote.outcome == "accepted") {
+            if vote.round == job.round && (*votes > 0 || vote.outcome == ResultOutcome::Accepted.as_str()) {
                 job.votes.push((vote.worker, parse_count(&vote.count)?));
             }
         }
