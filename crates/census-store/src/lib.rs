@@ -6,8 +6,13 @@
 //! and the final answer, written in the same transaction as the last
 //! result. Postgres is the store for distributed runs, SQLite the embedded
 //! default; one type, [`SqlStore`], implements [`JobStore`] on both (the
-//! few dialect differences are its backend's methods), and both pass the
-//! same conformance suite.
+//! few dialect differences are its backend's methods). The rules that keep
+//! a job counted once (votes, quorum, conflicts, quarantine, failing for
+//! good) are pure functions above its SQL, unit-tested without a database
+//! (`sql/decision.rs`); the SQL loads what they read and writes what they
+//! decide. Both backends pass the
+//! same conformance suite, `conformance::exercise` (a public function,
+//! with the `conformance` feature, that any other store can run too).
 //!
 //! This crate knows SQL and, of the mathematics, only the seam
 //! `census_math::census`: a run's census folds its job counts into the
@@ -23,6 +28,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod sql;
 
 use std::sync::Arc;

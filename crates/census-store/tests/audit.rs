@@ -12,8 +12,7 @@ use std::time::Duration;
 use census_store::{Completion, JobStore, StoreConfig, connect};
 use num_bigint::BigUint;
 
-mod common;
-use common::{RUSSELL, SMALL, completion, jobs, spec, true_count};
+use census_store::conformance::fixtures::{RUSSELL, SMALL, census, completion, jobs, spec, true_count};
 
 const TTL: Duration = Duration::from_secs(3600);
 
@@ -149,7 +148,7 @@ async fn the_readme_audit_adds_up_counts_past_2_to_the_126_exactly() {
     count_every_job(&store, |lease| big(&lease.key)).await;
     audit(&path, store, false).await;
     let counts: Vec<u128> = jobs.iter().map(|job| big(&job.key)).collect();
-    let answer = common::census(SMALL).fold(&jobs, &counts).unwrap().value;
+    let answer = census(SMALL).fold(&jobs, &counts).unwrap().value;
     assert_eq!(sqlite3(&path, "SELECT answer FROM runs WHERE id = 1"), answer.to_string());
     // Every class sum past 2^64 (20 digits and more), every contribution past 2^128 (40 digits and more).
     let past = sqlite3(&path, "SELECT min(length(count_sum)) >= 20, min(length(contribution)) >= 40 FROM group_totals");

@@ -13,8 +13,7 @@ use census_math::{ClassTable, CounterKind, SEEDS, Stage};
 use census_store::{StoreConfig, connect};
 use sqlx::Connection;
 
-mod common;
-use common::{completion, true_count};
+use census_store::conformance::fixtures::{self, completion, true_count};
 
 const N0: &str = "6670903752021072936960";
 
@@ -163,8 +162,8 @@ fn fifth_version_count(index: usize) -> u128 {
 /// run 1: the 2x4 census finished by one worker, and run 2: the same census
 /// with redundancy 2, half counted by two workers.
 async fn fifth_version_rows(connection: &mut sqlx::AnyConnection) {
-    let census = common::census(common::SMALL);
-    let jobs = common::jobs(common::SMALL);
+    let census = fixtures::census(fixtures::SMALL);
+    let jobs = fixtures::jobs(fixtures::SMALL);
     let version = census.counter_version();
     let counts: Vec<u128> = (0..jobs.len()).map(fifth_version_count).collect();
     let answer = census.fold(&jobs, &counts).unwrap().value;
@@ -175,12 +174,12 @@ async fn fifth_version_rows(connection: &mut sqlx::AnyConnection) {
             "INSERT INTO runs (id, census, counter_version, redundancy, jobs_total, jobs_remaining, created_at,
                                finished_at, weighted_sum, answer, class_power)
              VALUES (1, '{}', '{version}', 1, {n}, {n}, 1, NULL, NULL, NULL, 2)",
-            common::SMALL
+            fixtures::SMALL
         ),
         format!(
             "INSERT INTO runs (id, census, counter_version, redundancy, jobs_total, jobs_remaining, created_at, class_power)
              VALUES (2, '{}', '{version}', 2, {n}, {n}, 1, 2)",
-            common::SMALL
+            fixtures::SMALL
         ),
     ];
     for statement in statements {
@@ -314,7 +313,7 @@ async fn an_sqlite_file_of_the_fifth_version_keeps_every_count_and_sums_exactly(
     let _ = std::fs::remove_file(&path);
     let file = path.display().to_string();
     let direct = format!("sqlite://{file}?mode=rwc");
-    let jobs = common::jobs(common::SMALL);
+    let jobs = fixtures::jobs(fixtures::SMALL);
     let counts: Vec<u128> = (0..jobs.len()).map(fifth_version_count).collect();
     let all: BigUint = counts.iter().map(|&count| BigUint::from(count)).sum();
     {
@@ -333,7 +332,7 @@ async fn an_sqlite_file_of_the_fifth_version_keeps_every_count_and_sums_exactly(
     // Run 1: every count kept; the finished answer folds again from them.
     let total = store.total(1).await.unwrap();
     assert!(total.is_final);
-    let answer = common::census(common::SMALL).fold(&jobs, &counts).unwrap().value;
+    let answer = fixtures::census(fixtures::SMALL).fold(&jobs, &counts).unwrap().value;
     assert_eq!(total.answer, Some(answer));
     assert_eq!(total.weighted_sum, weighted_sum_of(&jobs, &counts, jobs.len()));
     let progress = store.progress(1).await.unwrap();

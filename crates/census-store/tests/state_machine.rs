@@ -10,8 +10,7 @@ use std::time::Duration;
 use census_store::{Completion, JobStore, Lease, StoreConfig, connect};
 use proptest::prelude::*;
 
-mod common;
-use common::{SMALL, census, completion, jobs, spec, true_count, weighted_sum};
+use census_store::conformance::fixtures::{SMALL, census, completion, jobs, spec, true_count, weighted_sum};
 
 const IDENTITIES: [&str; 4] = ["a", "b", "c", "liar"];
 

@@ -2,11 +2,36 @@
 //! hash; it never sees a secret, and it never decides who may call what
 //! (that is the coordinator's job).
 
-use sqlx::Row;
-
 use super::queue::HeldBy;
 use super::{SqlStore, now_ms};
 use crate::{QuarantineEntry, Role, StoreError, TokenRecord, check_identity};
+
+/// A stored credential, with its quarantine and how many of its results were rejected.
+#[derive(sqlx::FromRow)]
+struct TokenRow {
+    name: String,
+    role: String,
+    created_at: i64,
+    revoked_at: Option<i64>,
+    quarantined: Option<String>,
+    rejected: i64,
+}
+
+/// A quarantined identity.
+#[derive(sqlx::FromRow)]
+struct QuarantineRow {
+    worker: String,
+    quarantined_at: i64,
+    reason: String,
+}
+
+/// A credential, as [`SqlStore::upsert_token`] compares it.
+#[derive(sqlx::FromRow)]
+struct StoredToken {
+    role: String,
+    hash: String,
+    revoked_at: Option<i64>,
+}
 
 fn check_hash(hash: &str) -> Result<(), StoreError> {
     if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -41,18 +66,19 @@ impl SqlStore {
     pub(crate) async fn upsert_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
         check_identity(name)?;
         check_hash(hash)?;
-        let existing = sqlx::query("SELECT role, hash, revoked_at FROM api_tokens WHERE name = $1")
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
+        let existing =
+            sqlx::query_as::<_, StoredToken>("SELECT role, hash, revoked_at FROM api_tokens WHERE name = $1")
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?;
         let Some(row) = existing else {
             return self.insert_token(name, role, hash).await;
         };
-        if row.try_get::<Option<i64>, _>(2)?.is_some() {
+        if row.revoked_at.is_some() {
             tracing::warn!(name, "the token was revoked and stays revoked; give the secret another name");
             return Ok(());
         }
-        if row.try_get::<String, _>(0)? != role.as_str() || row.try_get::<String, _>(1)? != hash {
+        if row.role != role.as_str() || row.hash != hash {
             sqlx::query("UPDATE api_tokens SET role = $2, hash = $3 WHERE name = $1")
                 .bind(name)
                 .bind(role.as_str())
@@ -85,25 +111,25 @@ impl SqlStore {
         hash: Option<&str>,
     ) -> Result<Vec<TokenRecord>, StoreError> {
         let sql = format!(
-            "SELECT t.name, t.role, t.created_at, t.revoked_at, q.worker,
-                    (SELECT COUNT(*) FROM rejections r WHERE r.worker = t.name)
+            "SELECT t.name, t.role, t.created_at, t.revoked_at, q.worker AS quarantined,
+                    (SELECT COUNT(*) FROM rejections r WHERE r.worker = t.name) AS rejected
              FROM api_tokens t LEFT JOIN quarantine q ON q.worker = t.name
              WHERE {condition} ORDER BY t.name"
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query_as::<_, TokenRow>(&sql);
         if let Some(hash) = hash {
             query = query.bind(hash);
         }
         let rows = query.fetch_all(&self.pool).await?;
-        rows.iter()
+        rows.into_iter()
             .map(|row| {
                 Ok(TokenRecord {
-                    name: row.try_get(0)?,
-                    role: row.try_get::<String, _>(1)?.parse()?,
-                    created_unix: row.try_get::<i64, _>(2)? / 1000,
-                    revoked: row.try_get::<Option<i64>, _>(3)?.is_some(),
-                    quarantined: row.try_get::<Option<String>, _>(4)?.is_some(),
-                    rejected: row.try_get::<i64, _>(5)? as u64,
+                    name: row.name,
+                    role: row.role.parse()?,
+                    created_unix: row.created_at / 1000,
+                    revoked: row.revoked_at.is_some(),
+                    quarantined: row.quarantined.is_some(),
+                    rejected: row.rejected as u64,
                 })
             })
             .collect()
@@ -160,9 +186,9 @@ impl SqlStore {
     /// does: a database written before quarantines reopened results may
     /// hold a finished run that includes them. Cheap when nothing is left.
     pub(super) async fn reopen_quarantined_results(&self) -> Result<(), StoreError> {
-        let workers = sqlx::query("SELECT worker FROM quarantine ORDER BY worker").fetch_all(&self.pool).await?;
-        for row in &workers {
-            let worker: String = row.try_get(0)?;
+        let workers: Vec<String> =
+            sqlx::query_scalar("SELECT worker FROM quarantine ORDER BY worker").fetch_all(&self.pool).await?;
+        for worker in workers {
             let mut tx = self.pool.begin().await?;
             self.lock_identities(&mut tx, [worker.as_str()]).await?;
             self.reopen_results_of(&mut tx, &worker).await?;
@@ -172,17 +198,17 @@ impl SqlStore {
     }
 
     pub(crate) async fn quarantine_list(&self) -> Result<Vec<QuarantineEntry>, StoreError> {
-        let rows = sqlx::query("SELECT worker, quarantined_at, reason FROM quarantine ORDER BY worker")
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(QuarantineEntry {
-                    worker: row.try_get(0)?,
-                    since_unix: row.try_get::<i64, _>(1)? / 1000,
-                    reason: row.try_get(2)?,
-                })
+        let rows =
+            sqlx::query_as::<_, QuarantineRow>("SELECT worker, quarantined_at, reason FROM quarantine ORDER BY worker")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| QuarantineEntry {
+                worker: row.worker,
+                since_unix: row.quarantined_at / 1000,
+                reason: row.reason,
             })
-            .collect()
+            .collect())
     }
 }

@@ -1,5 +1,7 @@
 //! What differs between Postgres and SQLite: opening the store (its URL,
-//! checking an SQLite file, migrations) and the few SQL dialect differences.
+//! checking an SQLite file, migrations) and the few SQL dialect differences
+//! (the methods of [`Backend`]); and [`JobState`], the `jobs.state` column
+//! both hold alike.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, Once};

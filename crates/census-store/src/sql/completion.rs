@@ -1,63 +1,52 @@
-//! Completions: the transaction that applies a batch of [`decide`]'s
-//! verdicts: results and rejections appended, jobs and class sums updated,
-//! and the run finished when its last job is.
+//! Completions: a batch of reports, in one transaction, as load -> decide
+//! -> apply. [`SqlStore::load_jobs`] reads the batch's jobs (locked) and the
+//! votes of their round; [`plan_batch`] decides every report in Rust (the
+//! rules, `decision.rs`); [`SqlStore::apply_plan`] writes the plan:
+//! results and rejections appended, jobs and class sums updated, and the
+//! run finished when its last job is.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use num_bigint::BigUint;
-use sqlx::Row;
+use sqlx::FromRow;
 
-use super::decision::{JobView, Report, Verdict, decide};
-use super::exact::{ClassChanges, Direction};
+use super::decision::{
+    BatchPlan, ClassChanges, JobChange, JobView, NewResult, Offence, Rejection, ResultOutcome, RunChange, WorkerTally,
+    plan_batch, quarantine_reason,
+};
+use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
-use super::{JobState, SqlStore, now_ms, parse_count};
+use super::{LeaseColumns, SqlStore, bigint, now_ms, parse_count, text, values_rows};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
 
-/// One row of the append-only results table.
-struct ResultRow {
-    job: JobId,
-    run: RunId,
+/// A job of the batch as [`SqlStore::load_jobs`] reads it, with its run's
+/// redundancy, cancellation and counter version.
+#[derive(sqlx::FromRow)]
+struct JobRow {
+    id: JobId,
+    run_id: RunId,
+    class_id: i64,
+    key: String,
     attempt: i64,
+    #[sqlx(flatten)]
+    lease: LeaseColumns,
+    /// Votes the row has counted this round (none on a job that an earlier
+    /// version finished at redundancy 1, when votes were not counted).
+    votes: i64,
+    redundancy: i64,
+    cancelled_at: Option<i64>,
     round: i64,
-    worker: String,
-    count: u128,
-    elapsed_ms: f64,
     counter_version: String,
-    outcome: &'static str,
 }
 
-/// One row of the append-only rejections table.
-pub(super) struct RejectionRow {
-    pub(super) job: JobId,
-    pub(super) run: RunId,
-    pub(super) attempt: i64,
-    pub(super) worker: String,
-    pub(super) count: u128,
-    pub(super) reason: String,
-}
-
-/// Per-run changes of a batch.
-#[derive(Default, Clone)]
-struct RunDelta {
-    done: i64,
-    conflicts_opened: i64,
-    failed_added: i64,
-    counted: BigUint,
-}
-
-/// What a batch of completions changes.
-#[derive(Default)]
-struct Deltas {
-    /// job -> (new state, accepted count, votes added, keep the token)
-    jobs: BTreeMap<JobId, (JobState, Option<u128>, i64)>,
-    /// Jobs newly flagged with a conflict.
-    conflicted: BTreeSet<JobId>,
-    /// (run, class) -> (count added, jobs done added)
-    classes: ClassChanges,
-    runs: BTreeMap<RunId, RunDelta>,
-    /// (run, worker) -> (results accepted, completions)
-    workers: BTreeMap<(RunId, String), (i64, BigUint)>,
-    rejections: Vec<RejectionRow>,
+/// A vote or accepted result of a job, as [`SqlStore::load_jobs`] reads it.
+#[derive(sqlx::FromRow)]
+struct VoteRow {
+    job_id: JobId,
+    worker: String,
+    /// Decimal text.
+    count: String,
+    round: i64,
+    outcome: String,
 }
 
 impl SqlStore {
@@ -70,15 +59,26 @@ impl SqlStore {
         // The reporting identities first (a quarantine in progress finishes
         // before their reports are weighed, and sees them if they commit first).
         self.lock_identities(&mut tx, completions.iter().map(|c| c.worker.as_str())).await?;
-
-        // Lock the batch's jobs in id order (so concurrent batches cannot
-        // deadlock), then decide every completion in Rust, then write in bulk.
         let mut ids: Vec<JobId> = completions.iter().map(|c| c.job_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut jobs: HashMap<JobId, JobView> = HashMap::with_capacity(ids.len());
+        let jobs = self.load_jobs(&mut tx, &ids).await?;
+        let plan = plan_batch(jobs, completions, now);
+        let finished = self.apply_plan(&mut tx, &plan, now).await?;
+        tx.commit().await?;
+        self.finished.lock().expect("never poisoned").extend(finished);
+        Ok(plan.outcomes)
+    }
+
+    /// The jobs `ids` (sorted), locked in id order (so concurrent batches
+    /// cannot deadlock), each with the votes of its current round.
+    async fn load_jobs(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        ids: &[JobId],
+    ) -> Result<HashMap<JobId, JobView>, StoreError> {
         let rows = self
-            .select_by_ids(&mut tx, &ids, |ids| {
+            .select_by_ids(tx, ids, |ids| {
                 format!(
                     "SELECT j.id, j.run_id, j.class_id, j.key, j.state, j.attempt, j.lease_token, j.lease_owner,
                             j.lease_expires_at, j.votes, r.redundancy, r.cancelled_at, j.round, r.counter_version
@@ -87,175 +87,88 @@ impl SqlStore {
                 )
             })
             .await?;
-        for row in rows {
+        let mut jobs = HashMap::with_capacity(rows.len());
+        // Jobs with votes this round; and done jobs without (see `JobRow::votes`),
+        // whose accepted result is the only vote, needed to recognise a repeat.
+        let mut voted = Vec::new();
+        for row in &rows {
+            let row = JobRow::from_row(row)?;
+            let lease = row.lease.fields()?;
+            if row.votes > 0 || lease.state == super::JobState::Done {
+                voted.push(row.id);
+            }
             let job = JobView {
-                run: row.try_get(1)?,
-                class: row.try_get(2)?,
-                key: row.try_get(3)?,
-                state: row.try_get::<String, _>(4)?.parse()?,
-                attempt: row.try_get(5)?,
-                token: row.try_get(6)?,
-                owner: row.try_get(7)?,
-                expires_at: row.try_get(8)?,
-                redundancy: row.try_get::<i64, _>(10)? as u32,
-                cancelled: row.try_get::<Option<i64>, _>(11)?.is_some(),
-                round: row.try_get(12)?,
-                counter_version: row.try_get(13)?,
+                run: row.run_id,
+                class: row.class_id,
+                key: row.key,
+                counter_version: row.counter_version,
+                lease,
+                attempt: row.attempt,
+                redundancy: row.redundancy as u32,
+                cancelled: row.cancelled_at.is_some(),
+                round: row.round,
                 votes: Vec::new(),
             };
-            let votes = row.try_get::<i64, _>(9)?;
-            let id: JobId = row.try_get(0)?;
-            jobs.insert(id, job);
-            if votes == 0 {
-                continue;
-            }
-            // Earlier votes of this round: who voted, and what.
-            let earlier = sqlx::query(
-                "SELECT worker, CAST(count AS TEXT), round FROM results WHERE job_id = $1 AND outcome IN ('vote', 'accepted') ORDER BY id",
-            )
-            .bind(id)
-            .fetch_all(&mut *tx)
+            jobs.insert(row.id, (job, row.votes));
+        }
+        let votes = self
+            .select_by_ids(tx, &voted, |ids| {
+                format!(
+                    "SELECT job_id, worker, CAST(count AS TEXT) AS count, round, outcome FROM results
+                     WHERE job_id IN ({ids}) AND outcome IN ('vote', 'accepted') ORDER BY id"
+                )
+            })
             .await?;
-            let job = jobs.get_mut(&id).expect("just inserted");
-            for vote in &earlier {
-                if vote.try_get::<i64, _>(2)? == job.round {
-                    job.votes.push((vote.try_get(0)?, parse_count(&vote.try_get::<String, _>(1)?)?));
-                }
+        for vote in &votes {
+            let vote = VoteRow::from_row(vote)?;
+            let Some((job, votes)) = jobs.get_mut(&vote.job_id) else { continue };
+            // A job without votes counted is done: only its accepted result is a vote.
+            if vote.round == job.round && (*votes > 0 || vote.outcome == ResultOutcome::Accepted.as_str()) {
+                job.votes.push((vote.worker, parse_count(&vote.count)?));
             }
         }
-        // Done jobs have no votes counted above when redundancy is 1: their
-        // accepted result is the only vote, needed to recognise a repeat.
-        for (id, job) in jobs.iter_mut().filter(|(_, job)| job.state == JobState::Done && job.votes.is_empty()) {
-            let accepted = sqlx::query(
-                "SELECT worker, CAST(count AS TEXT) FROM results WHERE job_id = $1 AND round = $2 AND outcome = 'accepted' ORDER BY id",
-            )
-            .bind(*id)
-            .bind(job.round)
-            .fetch_all(&mut *tx)
-            .await?;
-            for vote in &accepted {
-                job.votes.push((vote.try_get(0)?, parse_count(&vote.try_get::<String, _>(1)?)?));
-            }
-        }
+        Ok(jobs.into_iter().map(|(id, (job, _))| (id, job)).collect())
+    }
 
-        let mut outcomes = Vec::with_capacity(completions.len());
-        let mut deltas = Deltas::default();
-        let mut results: Vec<ResultRow> = Vec::new();
-        for c in completions {
-            let Some(job) = jobs.get_mut(&c.job_id) else {
-                outcomes.push(Err(StoreError::UnknownJob(c.job_id)));
-                continue;
-            };
-            let report = Report {
-                worker: &c.worker,
-                token: &c.token,
-                key: &c.key,
-                counter_version: &c.counter_version,
-                count: c.count,
-                checked_count: c.checked_count,
-            };
-            let verdict = decide(job, &report, now);
-            let count = c.count;
-            let mut result = |outcome: &'static str, job: &JobView| {
-                results.push(ResultRow {
-                    job: c.job_id,
-                    run: job.run,
-                    attempt: job.attempt,
-                    round: job.round,
-                    worker: c.worker.clone(),
-                    count,
-                    elapsed_ms: c.elapsed.as_secs_f64() * 1e3,
-                    counter_version: c.counter_version.clone(),
-                    outcome,
-                })
-            };
-            let outcome = match verdict {
-                Verdict::Cancelled => Err(StoreError::RunCancelled(job.run)),
-                Verdict::Stale => Err(StoreError::StaleToken { job: c.job_id }),
-                Verdict::Repeat => Ok(CompleteOutcome::AlreadyDone),
-                Verdict::Reject { reason, lease_is_current } => {
-                    tracing::warn!(job = c.job_id, worker = %c.worker, count = c.count, %reason, "result rejected");
-                    deltas.rejections.push(RejectionRow {
-                        job: c.job_id,
-                        run: job.run,
-                        attempt: job.attempt,
-                        worker: c.worker.clone(),
-                        count: c.count,
-                        reason: reason.clone(),
-                    });
-                    if lease_is_current {
-                        // Someone else counts it.
-                        job.state = JobState::Pending;
-                        job.token = None;
-                        job.owner = None;
-                        deltas.jobs.insert(c.job_id, (JobState::Pending, None, 0));
-                    }
-                    Err(StoreError::Rejected { job: c.job_id, reason })
-                }
-                Verdict::Vote => {
-                    result("vote", job);
-                    job.votes.push((c.worker.clone(), c.count));
-                    job.state = JobState::Pending;
-                    job.token = None;
-                    job.owner = None;
-                    let entry = deltas.jobs.entry(c.job_id).or_insert((JobState::Pending, None, 0));
-                    *entry = (JobState::Pending, None, entry.2 + 1);
-                    Ok(CompleteOutcome::Recorded)
-                }
-                Verdict::Accept { outvoted } => {
-                    result("accepted", job);
-                    for loser in outvoted {
-                        let theirs = job.votes.iter().find(|(w, _)| *w == loser).map(|(_, n)| *n).unwrap_or(0);
-                        tracing::warn!(job = c.job_id, worker = %loser, reported = theirs, accepted = c.count, "outvoted by the quorum");
-                        deltas.rejections.push(RejectionRow {
-                            job: c.job_id,
-                            run: job.run,
-                            attempt: job.attempt,
-                            worker: loser,
-                            count: theirs,
-                            reason: format!("reported {theirs}; a quorum of identities agreed on {}", c.count),
-                        });
-                    }
-                    job.votes.push((c.worker.clone(), c.count));
-                    job.state = JobState::Done;
-                    job.token = None;
-                    job.owner = None;
-                    let entry = deltas.jobs.entry(c.job_id).or_insert((JobState::Done, Some(count), 0));
-                    *entry = (JobState::Done, Some(count), entry.2 + 1);
-                    let class = deltas.classes.entry((job.run, job.class)).or_default();
-                    class.0 += count;
-                    class.1 += 1;
-                    let run = deltas.runs.entry(job.run).or_default();
-                    run.done += 1;
-                    run.counted += count;
-                    let tally = deltas.workers.entry((job.run, c.worker.clone())).or_default();
-                    tally.0 += 1;
-                    tally.1 += count;
-                    Ok(CompleteOutcome::Recorded)
-                }
-                Verdict::NoQuorum { stored } => {
-                    result("conflict", job);
-                    tracing::error!(job = c.job_id, votes = ?job.votes, reported = c.count, "no quorum: the job fails with a conflict");
-                    job.votes.push((c.worker.clone(), c.count));
-                    job.state = JobState::Failed;
-                    job.token = None;
-                    job.owner = None;
-                    deltas.jobs.insert(c.job_id, (JobState::Failed, None, 1));
-                    deltas.conflicted.insert(c.job_id);
-                    let run = deltas.runs.entry(job.run).or_default();
-                    run.conflicts_opened += 1;
-                    run.failed_added += 1;
-                    Ok(CompleteOutcome::Conflict { stored })
-                }
-            };
-            outcomes.push(outcome);
+    /// Writes what [`plan_batch`] decided, in the caller's transaction;
+    /// returns the runs it finished.
+    async fn apply_plan(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        plan: &BatchPlan,
+        now: i64,
+    ) -> Result<Vec<RunId>, StoreError> {
+        for r in &plan.rejections {
+            tracing::warn!(job = r.job, worker = %r.worker, count = r.count, reason = %r.reason, "result rejected");
         }
+        for (job, votes) in &plan.conflicts {
+            tracing::error!(job, ?votes, "no quorum: the job fails with a conflict");
+        }
+        self.insert_results(tx, &plan.results, now).await?;
+        self.mark_decided(tx, &plan.jobs, now).await?;
+        for job in plan.conflicts.keys() {
+            sqlx::query("UPDATE jobs SET conflict = 1 WHERE id = $1").bind(*job).execute(&mut **tx).await?;
+        }
+        if self.backend.sums_in_sql() {
+            self.add_to_classes(tx, &plan.classes).await?;
+        } else {
+            self.change_classes_exactly(tx, &plan.classes, Direction::Add).await?;
+        }
+        self.add_to_worker_stats(tx, &plan.workers, now).await?;
+        self.record_rejections(tx, &plan.rejections, now).await?;
+        self.add_to_runs(tx, &plan.runs).await
+    }
 
-        self.insert_results(&mut tx, &results, now).await?;
-        // Every decided job loses its lease: the token is fenced off. One
-        // statement for many jobs (VALUES columns are column1.. on both
-        // backends), not one round trip a job.
-        let decided: Vec<_> = deltas.jobs.iter().collect();
+    /// Every decided job takes its new state and loses its lease: the token
+    /// is fenced off. One statement for many jobs (VALUES columns are
+    /// column1.. on both backends), not one round trip a job.
+    async fn mark_decided(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        jobs: &BTreeMap<JobId, JobChange>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let decided: Vec<_> = jobs.iter().collect();
         let count = |p: &str| self.backend.count(p);
         for chunk in decided.chunks(self.backend.rows_per_statement(500, 4)) {
             let rows = values_rows(chunk.len(), 2, &[&bigint, &text, &count, &bigint]);
@@ -265,25 +178,31 @@ impl SqlStore {
                  FROM (VALUES {rows}) AS v WHERE jobs.id = v.column1"
             );
             let mut query = sqlx::query(&sql).bind(now);
-            for &(&job, &(state, count, votes)) in chunk {
-                query = query.bind(job).bind(state.as_str()).bind(count.map(|count| count.to_string())).bind(votes);
+            for &(&job, change) in chunk {
+                query = query
+                    .bind(job)
+                    .bind(change.state.as_str())
+                    .bind(change.count.map(|count| count.to_string()))
+                    .bind(change.votes_added);
             }
-            query.execute(&mut *tx).await?;
+            query.execute(&mut **tx).await?;
         }
-        for job in &deltas.conflicted {
-            sqlx::query("UPDATE jobs SET conflict = 1 WHERE id = $1").bind(*job).execute(&mut *tx).await?;
-        }
-        if self.backend.sums_in_sql() {
-            self.add_to_classes(&mut tx, &deltas.classes).await?;
-        } else {
-            self.change_classes_exactly(&mut tx, &deltas.classes, Direction::Add).await?;
-        }
-        for ((run, worker), (jobs, completions)) in &deltas.workers {
-            // Postgres adds; SQLite is given the exact new sum.
+        Ok(())
+    }
+
+    /// Adds each identity's accepted results and their counts to its
+    /// statistics in the run: Postgres adds; SQLite is given the exact new sum.
+    async fn add_to_worker_stats(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        workers: &BTreeMap<(RunId, String), WorkerTally>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        for ((run, worker), tally) in workers {
             let (completions, new_completions) = if self.backend.sums_in_sql() {
-                (completions.to_string(), "worker_stats.completions + excluded.completions")
+                (tally.completions.to_string(), "worker_stats.completions + excluded.completions")
             } else {
-                (self.completions_after(&mut tx, *run, worker, completions).await?, "excluded.completions")
+                (self.completions_after(tx, *run, worker, &tally.completions).await?, "excluded.completions")
             };
             sqlx::query(&format!(
                 "INSERT INTO worker_stats (run_id, worker, jobs, completions, last_seen) VALUES ($1, $2, $3, {}, $5)
@@ -292,39 +211,46 @@ impl SqlStore {
                 self.backend.count("$4")
             ))
             .bind(*run)
-            .bind(worker.clone())
-            .bind(*jobs)
+            .bind(worker.as_str())
+            .bind(tally.jobs)
             .bind(completions)
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         }
-        self.record_rejections(&mut tx, &deltas.rejections, now).await?;
+        Ok(())
+    }
+
+    /// Adds each run's done jobs, conflicts, failures and counted sum, and
+    /// finishes every run whose last job this was; returns those runs.
+    async fn add_to_runs(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        runs: &BTreeMap<RunId, RunChange>,
+    ) -> Result<Vec<RunId>, StoreError> {
         let mut finished = Vec::new();
-        for (&run, delta) in &deltas.runs {
+        for (&run, change) in runs {
             let (counted, new_counted) = if self.backend.sums_in_sql() {
-                (delta.counted.to_string(), format!("counted + {}", self.backend.count("$5")))
+                (change.counted.to_string(), format!("counted + {}", self.backend.count("$5")))
             } else {
-                (self.counted_after(&mut tx, run, &delta.counted, Direction::Add).await?, self.backend.count("$5"))
+                (self.counted_after(tx, run, &change.counted, Direction::Add).await?, self.backend.count("$5"))
             };
             sqlx::query(&format!(
                 "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
                         failed_jobs = failed_jobs + $4, counted = {new_counted} WHERE id = $1"
             ))
             .bind(run)
-            .bind(delta.done)
-            .bind(delta.conflicts_opened)
-            .bind(delta.failed_added)
+            .bind(change.done)
+            .bind(change.conflicts_opened)
+            .bind(change.failed_added)
             .bind(counted)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
-            if delta.done > 0 && self.finish_if_complete(&mut tx, run).await? {
+            if change.done > 0 && self.finish_if_complete(tx, run).await? {
                 finished.push(run);
             }
         }
-        tx.commit().await?;
-        self.finished.lock().expect("never poisoned").extend(finished);
-        Ok(outcomes)
+        Ok(finished)
     }
 
     /// Postgres: adds each class's counts and done jobs in NUMERIC: one
@@ -369,7 +295,7 @@ impl SqlStore {
     async fn insert_results(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-        results: &[ResultRow],
+        results: &[NewResult],
         now: i64,
     ) -> Result<(), StoreError> {
         const COLUMNS: usize = 9;
@@ -399,7 +325,7 @@ impl SqlStore {
                     .bind(r.count.to_string())
                     .bind(r.elapsed_ms)
                     .bind(r.counter_version.clone())
-                    .bind(r.outcome);
+                    .bind(r.outcome.as_str());
             }
             query.execute(&mut **tx).await?;
         }
@@ -411,7 +337,7 @@ impl SqlStore {
     pub(super) async fn record_rejections(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-        rejections: &[RejectionRow],
+        rejections: &[Rejection],
         now: i64,
     ) -> Result<(), StoreError> {
         let insert = format!(
@@ -433,40 +359,14 @@ impl SqlStore {
         }
         let workers: BTreeSet<&str> = rejections.iter().map(|r| r.worker.as_str()).collect();
         for worker in workers {
-            let rejected: i64 = sqlx::query("SELECT COUNT(*) FROM rejections WHERE worker = $1")
+            let rejected: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM rejections WHERE worker = $1")
                 .bind(worker)
                 .fetch_one(&mut **tx)
-                .await?
-                .try_get(0)?;
-            if rejected < i64::from(self.config.quarantine_after) {
-                continue;
+                .await?;
+            if let Some(reason) = quarantine_reason(Offence::Rejected, rejected, &self.config) {
+                self.quarantine_in(tx, worker, &reason, now).await?;
             }
-            self.quarantine_in(tx, worker, &format!("{rejected} results rejected"), now).await?;
         }
         Ok(())
     }
-}
-
-/// The rows of a `VALUES` list: `rows` tuples of `columns`, each column an
-/// expression around its parameter, numbered from `$first` row by row. (The
-/// casts give both backends the column types; VALUES columns are column1,
-/// column2, ... on both.)
-fn values_rows(rows: usize, first: usize, columns: &[&dyn Fn(&str) -> String]) -> String {
-    let row = |i: usize| {
-        let cells: Vec<String> = columns
-            .iter()
-            .enumerate()
-            .map(|(j, column)| column(&format!("${}", first + i * columns.len() + j)))
-            .collect();
-        format!("({})", cells.join(", "))
-    };
-    (0..rows).map(row).collect::<Vec<_>>().join(", ")
-}
-
-fn bigint(parameter: &str) -> String {
-    format!("CAST({parameter} AS BIGINT)")
-}
-
-fn text(parameter: &str) -> String {
-    format!("CAST({parameter} AS TEXT)")
 }

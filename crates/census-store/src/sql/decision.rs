@@ -1,9 +1,48 @@
-//! The state machine of completions: what a report does to its job, as one
-//! pure function, [`decide`], unit-tested state by state. The store applies
-//! its verdicts (`completion.rs`).
+//! The rules of the store, written once and free of any backend: what a
+//! report does to its job ([`decide`], state by state), what a batch of
+//! reports changes ([`plan_batch`]: votes, quorum, conflicts, the sums a
+//! result adds, the rejections it records), when an identity is
+//! quarantined ([`quarantine_reason`]) and when a job fails for good
+//! ([`fails_for_good`]). Every function here is pure: the store loads the
+//! rows they read and applies what they return (`completion.rs`,
+//! `remedies.rs`, `fencing.rs`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use num_bigint::BigUint;
 
 use super::JobState;
-use crate::RunId;
+use crate::{CompleteOutcome, Completion, JobId, RunId, StoreConfig, StoreError};
+
+/// A job's lease as its row holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeaseFields {
+    pub state: JobState,
+    pub token: Option<String>,
+    pub owner: Option<String>,
+    pub expires_at: Option<i64>,
+}
+
+impl LeaseFields {
+    /// Whether `worker` holds the lease with `token` at time `now` (ms):
+    /// the job is leased, with this token, to this identity, and the lease
+    /// has not expired. The one test of a lease, for reports, failures and
+    /// fencing alike.
+    pub(crate) fn held_by(&self, worker: &str, token: &str, now: i64) -> bool {
+        self.state == JobState::Leased
+            && self.token.as_deref() == Some(token)
+            && self.owner.as_deref() == Some(worker)
+            && self.expires_at.is_some_and(|expires| expires >= now)
+    }
+
+    /// The lease retired: no token, no owner (the job was decided or
+    /// released, so its old token is refused from then on).
+    fn retire(&mut self, state: JobState) {
+        self.state = state;
+        self.token = None;
+        self.owner = None;
+    }
+}
 
 /// A job as the decision sees it: the row, locked, plus the votes of the
 /// current round.
@@ -13,11 +52,8 @@ pub(crate) struct JobView {
     pub class: i64,
     pub key: String,
     pub counter_version: String,
-    pub state: JobState,
+    pub lease: LeaseFields,
     pub attempt: i64,
-    pub token: Option<String>,
-    pub owner: Option<String>,
-    pub expires_at: Option<i64>,
     pub redundancy: u32,
     pub cancelled: bool,
     pub round: i64,
@@ -34,6 +70,19 @@ pub(crate) struct Report<'a> {
     pub counter_version: &'a str,
     pub count: u128,
     pub checked_count: Option<u128>,
+}
+
+impl<'a> Report<'a> {
+    fn of(completion: &'a Completion) -> Report<'a> {
+        Report {
+            worker: &completion.worker,
+            token: &completion.token,
+            key: &completion.key,
+            counter_version: &completion.counter_version,
+            count: completion.count,
+            checked_count: completion.checked_count,
+        }
+    }
 }
 
 /// What a report does.
@@ -70,10 +119,7 @@ pub(crate) fn decide(job: &JobView, report: &Report<'_>, now: i64) -> Verdict {
     if job.cancelled {
         return Verdict::Cancelled;
     }
-    let holds_lease = job.state == JobState::Leased
-        && job.token.as_deref() == Some(report.token)
-        && job.owner.as_deref() == Some(report.worker)
-        && job.expires_at.is_some_and(|expires| expires >= now);
+    let holds_lease = job.lease.held_by(report.worker, report.token, now);
     if let Some((_, earlier)) = job.votes.iter().find(|(worker, _)| worker == report.worker) {
         if *earlier == report.count {
             return Verdict::Repeat;
@@ -112,9 +158,259 @@ pub(crate) fn decide(job: &JobView, report: &Report<'_>, now: i64) -> Verdict {
     Verdict::Vote
 }
 
+/// What an appended result says of its report (the `results.outcome` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResultOutcome {
+    /// A vote towards the quorum.
+    Vote,
+    /// The count the job is done with.
+    Accepted,
+    /// The vote that showed no quorum can be reached.
+    Conflict,
+}
+
+impl ResultOutcome {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ResultOutcome::Vote => "vote",
+            ResultOutcome::Accepted => "accepted",
+            ResultOutcome::Conflict => "conflict",
+        }
+    }
+}
+
+/// One row for the append-only results table.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NewResult {
+    pub job: JobId,
+    pub run: RunId,
+    pub attempt: i64,
+    pub round: i64,
+    pub worker: String,
+    pub count: u128,
+    pub elapsed_ms: f64,
+    pub counter_version: String,
+    pub outcome: ResultOutcome,
+}
+
+/// One row for the append-only rejections table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rejection {
+    pub job: JobId,
+    pub run: RunId,
+    pub attempt: i64,
+    pub worker: String,
+    pub count: u128,
+    pub reason: String,
+}
+
+/// What a batch does to one job's row: its new state, the count it is done
+/// with (if it is), and how many votes it gained. Its lease is retired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JobChange {
+    pub state: JobState,
+    pub count: Option<u128>,
+    pub votes_added: i64,
+}
+
+/// Counts added to (or taken out of) classes: (run, class) -> (count, jobs done).
+pub(crate) type ClassChanges = BTreeMap<(RunId, i64), (BigUint, i64)>;
+
+/// What a batch adds to one run's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RunChange {
+    /// Jobs done (so `jobs_remaining` goes down by as many).
+    pub done: i64,
+    pub conflicts_opened: i64,
+    pub failed_added: i64,
+    /// The sum of the accepted counts.
+    pub counted: BigUint,
+}
+
+/// What a batch adds to one identity's statistics in one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct WorkerTally {
+    /// Results accepted.
+    pub jobs: i64,
+    /// The sum of their counts.
+    pub completions: BigUint,
+}
+
+/// Everything a batch of reports changes, decided before anything is
+/// written: the store writes it in one transaction (`completion.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct BatchPlan {
+    /// One answer a report, in order.
+    pub outcomes: Vec<Result<CompleteOutcome, StoreError>>,
+    pub results: Vec<NewResult>,
+    pub jobs: BTreeMap<JobId, JobChange>,
+    /// Jobs newly flagged with a conflict, with every vote of the round.
+    pub conflicts: BTreeMap<JobId, Vec<(String, u128)>>,
+    pub classes: ClassChanges,
+    pub runs: BTreeMap<RunId, RunChange>,
+    pub workers: BTreeMap<(RunId, String), WorkerTally>,
+    pub rejections: Vec<Rejection>,
+}
+
+/// Decides a batch of reports against the loaded `jobs` (locked, with the
+/// votes of their round) at time `now` (ms), one after the other: a report
+/// sees what the earlier ones of the batch did, so a job is accepted at
+/// most once however often it is reported. Pure: the store applies the plan.
+pub(crate) fn plan_batch(mut jobs: HashMap<JobId, JobView>, completions: &[Completion], now: i64) -> BatchPlan {
+    let mut plan = BatchPlan { outcomes: Vec::with_capacity(completions.len()), ..BatchPlan::default() };
+    for completion in completions {
+        let outcome = match jobs.get_mut(&completion.job_id) {
+            None => Err(StoreError::UnknownJob(completion.job_id)),
+            Some(job) => {
+                let verdict = decide(job, &Report::of(completion), now);
+                plan.record(completion, job, verdict)
+            }
+        };
+        plan.outcomes.push(outcome);
+    }
+    plan
+}
+
+impl BatchPlan {
+    /// Adds what `verdict` does to the plan, and to `job` as later reports
+    /// of the batch see it; returns the report's answer.
+    fn record(&mut self, c: &Completion, job: &mut JobView, verdict: Verdict) -> Result<CompleteOutcome, StoreError> {
+        match verdict {
+            Verdict::Cancelled => Err(StoreError::RunCancelled(job.run)),
+            Verdict::Stale => Err(StoreError::StaleToken { job: c.job_id }),
+            Verdict::Repeat => Ok(CompleteOutcome::AlreadyDone),
+            Verdict::Reject { reason, lease_is_current } => {
+                self.reject(c.job_id, job, &c.worker, c.count, reason.clone());
+                if lease_is_current {
+                    // Someone else counts it.
+                    self.settle(c.job_id, job, JobState::Pending, None, None);
+                }
+                Err(StoreError::Rejected { job: c.job_id, reason })
+            }
+            Verdict::Vote => {
+                self.append_result(c, job, ResultOutcome::Vote);
+                self.settle(c.job_id, job, JobState::Pending, None, Some(c));
+                Ok(CompleteOutcome::Recorded)
+            }
+            Verdict::Accept { outvoted } => {
+                self.append_result(c, job, ResultOutcome::Accepted);
+                for loser in outvoted {
+                    let theirs = job.votes.iter().find(|(w, _)| *w == loser).map(|(_, n)| *n).unwrap_or(0);
+                    let reason = format!("reported {theirs}; a quorum of identities agreed on {}", c.count);
+                    self.reject(c.job_id, job, &loser, theirs, reason);
+                }
+                self.settle(c.job_id, job, JobState::Done, Some(c.count), Some(c));
+                let class = self.classes.entry((job.run, job.class)).or_default();
+                class.0 += c.count;
+                class.1 += 1;
+                let run = self.runs.entry(job.run).or_default();
+                run.done += 1;
+                run.counted += c.count;
+                let tally = self.workers.entry((job.run, c.worker.clone())).or_default();
+                tally.jobs += 1;
+                tally.completions += c.count;
+                Ok(CompleteOutcome::Recorded)
+            }
+            Verdict::NoQuorum { stored } => {
+                self.append_result(c, job, ResultOutcome::Conflict);
+                self.settle(c.job_id, job, JobState::Failed, None, Some(c));
+                self.conflicts.insert(c.job_id, job.votes.clone());
+                let run = self.runs.entry(job.run).or_default();
+                run.conflicts_opened += 1;
+                run.failed_added += 1;
+                Ok(CompleteOutcome::Conflict { stored })
+            }
+        }
+    }
+
+    /// The job leaves its lease for `state`, done with `count` if given,
+    /// with the vote of `voter` if given.
+    fn settle(
+        &mut self,
+        id: JobId,
+        job: &mut JobView,
+        state: JobState,
+        count: Option<u128>,
+        voter: Option<&Completion>,
+    ) {
+        job.lease.retire(state);
+        let change = self.jobs.entry(id).or_insert(JobChange { state, count, votes_added: 0 });
+        (change.state, change.count) = (state, count);
+        if let Some(voter) = voter {
+            job.votes.push((voter.worker.clone(), voter.count));
+            change.votes_added += 1;
+        }
+    }
+
+    fn append_result(&mut self, c: &Completion, job: &JobView, outcome: ResultOutcome) {
+        self.results.push(NewResult {
+            job: c.job_id,
+            run: job.run,
+            attempt: job.attempt,
+            round: job.round,
+            worker: c.worker.clone(),
+            count: c.count,
+            elapsed_ms: c.elapsed.as_secs_f64() * 1e3,
+            counter_version: c.counter_version.clone(),
+            outcome,
+        });
+    }
+
+    fn reject(&mut self, id: JobId, job: &JobView, worker: &str, count: u128, reason: String) {
+        self.rejections.push(Rejection {
+            job: id,
+            run: job.run,
+            attempt: job.attempt,
+            worker: worker.into(),
+            count,
+            reason,
+        });
+    }
+}
+
+/// What an identity did too often.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offence {
+    /// Results rejected (wrong, outvoted, contradicting, forged tokens).
+    Rejected,
+    /// Failures reported.
+    Failed,
+}
+
+/// Why an identity with `so_far` offences of this kind is quarantined, or
+/// `None` while it is under the configured limit.
+pub(crate) fn quarantine_reason(offence: Offence, so_far: i64, config: &StoreConfig) -> Option<String> {
+    let (limit, what) = match offence {
+        Offence::Rejected => (config.quarantine_after, "results rejected"),
+        Offence::Failed => (config.quarantine_after_failures, "failures reported"),
+    };
+    (so_far >= i64::from(limit)).then(|| format!("{so_far} {what}"))
+}
+
+/// Whether a job with `failures` failures (since it was last requeued),
+/// reported by `identities` distinct identities, fails for good: after
+/// `max_attempts` failures from at least `fail_quorum` identities (at most
+/// `max_attempts` are asked for), so that one identity alone can delay a
+/// job, never fail it.
+pub(crate) fn fails_for_good(failures: i64, identities: i64, config: &StoreConfig) -> bool {
+    let quorum = i64::from(config.fail_quorum.clamp(1, config.max_attempts.max(1)));
+    failures >= i64::from(config.max_attempts) && identities >= quorum
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+
+    fn leased_to(worker: &str) -> LeaseFields {
+        LeaseFields {
+            state: JobState::Leased,
+            token: Some("t".into()),
+            owner: Some(worker.into()),
+            expires_at: Some(1_000),
+        }
+    }
 
     fn job(redundancy: u32) -> JobView {
         JobView {
@@ -122,11 +418,8 @@ mod tests {
             class: 0,
             key: "k".into(),
             counter_version: "v".into(),
-            state: JobState::Leased,
+            lease: leased_to("w1"),
             attempt: 1,
-            token: Some("t".into()),
-            owner: Some("w1".into()),
-            expires_at: Some(1_000),
             redundancy,
             cancelled: false,
             round: 0,
@@ -145,7 +438,8 @@ mod tests {
         assert_eq!(decide(&job, &report("w2", 5), 1_000), Verdict::Stale);
         assert_eq!(decide(&job, &Report { token: "x", ..report("w1", 5) }, 1_000), Verdict::Stale);
         assert_eq!(decide(&job, &report("w1", 5), 1_001), Verdict::Stale);
-        let done = JobView { state: JobState::Done, token: None, owner: None, votes: vec![("w1".into(), 5)], ..job };
+        let lease = LeaseFields { state: JobState::Done, token: None, owner: None, ..job.lease.clone() };
+        let done = JobView { lease, votes: vec![("w1".into(), 5)], ..job };
         assert_eq!(decide(&done, &report("w1", 5), 0), Verdict::Repeat);
         assert_eq!(decide(&done, &report("w2", 6), 0), Verdict::Stale);
         assert!(matches!(decide(&done, &report("w1", 6), 0), Verdict::Reject { lease_is_current: false, .. }));
@@ -168,13 +462,156 @@ mod tests {
         let mut job = job(2);
         assert_eq!(decide(&job, &report("w1", 5), 0), Verdict::Vote);
         job.votes.push(("w1".into(), 5));
-        job.owner = Some("w2".into());
+        job.lease = leased_to("w2");
         assert_eq!(decide(&job, &report("w2", 6), 0), Verdict::Vote);
         job.votes.push(("w2".into(), 6));
-        job.owner = Some("w3".into());
+        job.lease = leased_to("w3");
         assert_eq!(decide(&job, &report("w3", 5), 0), Verdict::Accept { outvoted: vec!["w2".into()] });
         assert_eq!(decide(&job, &report("w3", 7), 0), Verdict::NoQuorum { stored: 5 });
-        job.owner = Some("w1".into());
+        job.lease = leased_to("w1");
         assert_eq!(decide(&job, &report("w1", 5), 0), Verdict::Repeat);
+    }
+
+    /// A report of `count` by `worker` for job `id`, with the job's key,
+    /// counter version and token "t".
+    fn completion(id: JobId, worker: &str, count: u128) -> Completion {
+        Completion {
+            job_id: id,
+            token: "t".into(),
+            worker: worker.into(),
+            key: "k".into(),
+            counter_version: "v".into(),
+            count,
+            elapsed: Duration::from_millis(3),
+            checked_count: None,
+        }
+    }
+
+    /// Jobs 1 and 2 of run 1, classes 0 and 1, leased to w1.
+    fn two_jobs(redundancy: u32) -> HashMap<JobId, JobView> {
+        HashMap::from([(1, job(redundancy)), (2, JobView { class: 1, ..job(redundancy) })])
+    }
+
+    #[test]
+    fn accepted_counts_add_to_their_class_run_and_identity_once() {
+        let batch = [completion(1, "w1", 5), completion(2, "w1", 7), completion(1, "w1", 5), completion(3, "w1", 1)];
+        let plan = plan_batch(two_jobs(1), &batch, 0);
+        assert!(matches!(
+            plan.outcomes.as_slice(),
+            [
+                Ok(CompleteOutcome::Recorded),
+                Ok(CompleteOutcome::Recorded),
+                Ok(CompleteOutcome::AlreadyDone),
+                Err(StoreError::UnknownJob(3))
+            ]
+        ));
+        let done = |count| JobChange { state: JobState::Done, count: Some(count), votes_added: 1 };
+        assert_eq!(plan.jobs, BTreeMap::from([(1, done(5)), (2, done(7))]));
+        assert_eq!(plan.results.len(), 2, "the repeat appends nothing");
+        assert!(plan.results.iter().all(|r| r.outcome == ResultOutcome::Accepted && r.elapsed_ms == 3.0));
+        assert_eq!(plan.classes, BTreeMap::from([((1, 0), (5u32.into(), 1)), ((1, 1), (7u32.into(), 1))]));
+        assert_eq!(
+            plan.runs,
+            BTreeMap::from([(1, RunChange { done: 2, counted: 12u32.into(), ..RunChange::default() })])
+        );
+        let tally = WorkerTally { jobs: 2, completions: 12u32.into() };
+        assert_eq!(plan.workers, BTreeMap::from([((1, "w1".to_string()), tally)]));
+        assert!(plan.rejections.is_empty() && plan.conflicts.is_empty());
+    }
+
+    #[test]
+    fn a_vote_sends_the_job_back_and_adds_to_no_sum() {
+        let plan = plan_batch(two_jobs(2), &[completion(1, "w1", 5), completion(1, "w1", 5)], 0);
+        assert!(matches!(plan.outcomes.as_slice(), [Ok(CompleteOutcome::Recorded), Ok(CompleteOutcome::AlreadyDone)]));
+        assert_eq!(
+            plan.jobs,
+            BTreeMap::from([(1, JobChange { state: JobState::Pending, count: None, votes_added: 1 })])
+        );
+        assert_eq!(plan.results.iter().map(|r| r.outcome).collect::<Vec<_>>(), [ResultOutcome::Vote]);
+        assert!(plan.classes.is_empty() && plan.runs.is_empty() && plan.workers.is_empty());
+    }
+
+    /// Jobs 1 and 2 at redundancy 2; job 1 has votes 5 (w1) and 6 (w2) and
+    /// is leased to w3, the third and last vote it takes.
+    fn split_vote() -> HashMap<JobId, JobView> {
+        let mut jobs = two_jobs(2);
+        let job = jobs.get_mut(&1).unwrap();
+        job.votes = vec![("w1".into(), 5), ("w2".into(), 6)];
+        job.lease = leased_to("w3");
+        jobs
+    }
+
+    #[test]
+    fn the_quorum_accepts_and_the_outvoted_are_rejected() {
+        let plan = plan_batch(split_vote(), &[completion(1, "w3", 5)], 0);
+        assert!(matches!(plan.outcomes.as_slice(), [Ok(CompleteOutcome::Recorded)]));
+        let outvoted = Rejection {
+            job: 1,
+            run: 1,
+            attempt: 1,
+            worker: "w2".into(),
+            count: 6,
+            reason: "reported 6; a quorum of identities agreed on 5".into(),
+        };
+        assert_eq!(plan.rejections, [outvoted]);
+        assert_eq!(plan.classes, BTreeMap::from([((1, 0), (5u32.into(), 1))]));
+    }
+
+    #[test]
+    fn votes_past_any_quorum_fail_the_job_with_a_conflict() {
+        let plan = plan_batch(split_vote(), &[completion(1, "w3", 7)], 0);
+        assert!(matches!(plan.outcomes.as_slice(), [Ok(CompleteOutcome::Conflict { stored: 5 })]));
+        assert_eq!(
+            plan.jobs,
+            BTreeMap::from([(1, JobChange { state: JobState::Failed, count: None, votes_added: 1 })])
+        );
+        let votes = vec![("w1".to_string(), 5), ("w2".to_string(), 6), ("w3".to_string(), 7)];
+        assert_eq!(plan.conflicts, BTreeMap::from([(1, votes)]));
+        let run = RunChange { conflicts_opened: 1, failed_added: 1, ..RunChange::default() };
+        assert_eq!(plan.runs, BTreeMap::from([(1, run)]));
+        assert_eq!(plan.results.iter().map(|r| r.outcome).collect::<Vec<_>>(), [ResultOutcome::Conflict]);
+        assert!(plan.classes.is_empty() && plan.workers.is_empty() && plan.rejections.is_empty());
+    }
+
+    #[test]
+    fn a_wrong_report_is_recorded_against_its_identity_and_frees_the_job() {
+        let wrong = Completion { checked_count: Some(4), ..completion(1, "w1", 5) };
+        // The job is free again: the second report is stale.
+        let plan = plan_batch(two_jobs(1), &[wrong, completion(1, "w1", 4)], 0);
+        assert!(matches!(
+            plan.outcomes.as_slice(),
+            [Err(StoreError::Rejected { job: 1, .. }), Err(StoreError::StaleToken { job: 1 })]
+        ));
+        assert_eq!(
+            plan.jobs,
+            BTreeMap::from([(1, JobChange { state: JobState::Pending, count: None, votes_added: 0 })])
+        );
+        assert_eq!(plan.rejections.len(), 1);
+        assert_eq!((plan.rejections[0].worker.as_str(), plan.rejections[0].count), ("w1", 5));
+        assert!(plan.results.is_empty() && plan.classes.is_empty() && plan.runs.is_empty());
+    }
+
+    #[test]
+    fn a_cancelled_run_changes_nothing() {
+        let jobs = HashMap::from([(1, JobView { cancelled: true, ..job(1) })]);
+        let plan = plan_batch(jobs, &[completion(1, "w1", 5)], 0);
+        assert!(matches!(plan.outcomes.as_slice(), [Err(StoreError::RunCancelled(1))]));
+        assert!(plan.jobs.is_empty() && plan.results.is_empty() && plan.rejections.is_empty());
+    }
+
+    #[test]
+    fn identities_are_quarantined_at_their_limits_and_jobs_fail_by_several() {
+        let config = StoreConfig { quarantine_after: 3, quarantine_after_failures: 50, ..StoreConfig::default() };
+        assert_eq!(quarantine_reason(Offence::Rejected, 2, &config), None);
+        assert_eq!(quarantine_reason(Offence::Rejected, 3, &config).as_deref(), Some("3 results rejected"));
+        assert_eq!(quarantine_reason(Offence::Failed, 49, &config), None);
+        assert_eq!(quarantine_reason(Offence::Failed, 50, &config).as_deref(), Some("50 failures reported"));
+        let config = StoreConfig { max_attempts: 5, fail_quorum: 2, ..StoreConfig::default() };
+        assert!(!fails_for_good(4, 2, &config));
+        assert!(!fails_for_good(9, 1, &config), "one identity alone never fails a job");
+        assert!(fails_for_good(5, 2, &config));
+        // A quorum larger than the attempts asks for no more identities than attempts.
+        let config = StoreConfig { max_attempts: 1, fail_quorum: 3, ..StoreConfig::default() };
+        assert!(fails_for_good(1, 1, &config));
     }
 }

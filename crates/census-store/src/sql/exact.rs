@@ -12,13 +12,12 @@
 use std::collections::BTreeMap;
 
 use num_bigint::BigUint;
-use sqlx::Row;
+use sqlx::FromRow;
+use sqlx::any::AnyRow;
 
-use super::{SqlStore, parse_big};
+use super::decision::ClassChanges;
+use super::{PAGE, SqlStore, bigint, parse_big, plain, values_rows};
 use crate::{RunId, StoreError};
-
-/// Counts added to (or taken out of) classes: (run, class) -> (count, jobs done).
-pub(super) type ClassChanges = BTreeMap<(RunId, i64), (BigUint, i64)>;
 
 /// Whether counts come in (results accepted) or go out (jobs reopened).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,19 +43,51 @@ pub(super) fn contribution(weight: &BigUint, count_sum: &BigUint, power: u32) ->
     weight * count_sum.pow(power)
 }
 
-/// How many rows a page of a walk over a run's jobs or classes reads.
-const PAGE: i64 = 10_000;
-
 /// The rows of `sql` for `run` after the page key `after`, a page at a time
 /// (`sql` binds the run, the key and the page size as $1, $2 and $3, and
 /// orders by the key): a run's rows are never all in memory at once.
-async fn page_after(
+async fn page_after<Row>(
     connection: &mut sqlx::AnyConnection,
     sql: &str,
     run: RunId,
     after: i64,
-) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
-    Ok(sqlx::query(sql).bind(run).bind(after).bind(PAGE).fetch_all(connection).await?)
+) -> Result<Vec<Row>, StoreError>
+where
+    Row: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
+{
+    Ok(sqlx::query_as(sql).bind(run).bind(after).bind(PAGE).fetch_all(connection).await?)
+}
+
+/// A class's sums as SQLite stores them (decimal text).
+#[derive(FromRow)]
+struct ClassSumsRow {
+    class_id: i64,
+    weight: String,
+    count_sum: String,
+    contribution: String,
+}
+
+/// A done job's count (decimal text).
+#[derive(FromRow)]
+struct DoneJobRow {
+    id: i64,
+    class_id: i64,
+    count: Option<String>,
+}
+
+/// A class's weight (decimal text).
+#[derive(FromRow)]
+struct WeightRow {
+    class_id: i64,
+    weight: String,
+}
+
+/// An accepted result's identity and count (decimal text).
+#[derive(FromRow)]
+struct AcceptedRow {
+    id: i64,
+    worker: String,
+    count: String,
 }
 
 impl SqlStore {
@@ -83,16 +114,14 @@ impl SqlStore {
                      WHERE run_id = $1 AND class_id IN ({})",
                     placeholders.join(", ")
                 );
-                let mut query = sqlx::query(&sql).bind(run);
+                let mut query = sqlx::query_as::<_, ClassSumsRow>(&sql).bind(run);
                 for (class, _, _) in chunk {
                     query = query.bind(*class);
                 }
                 let mut stored: BTreeMap<i64, (BigUint, BigUint, BigUint)> = BTreeMap::new();
                 for row in query.fetch_all(&mut **tx).await? {
-                    let weight = parse_big(&row.try_get::<String, _>(1)?)?;
-                    let sum = parse_big(&row.try_get::<String, _>(2)?)?;
-                    let old = parse_big(&row.try_get::<String, _>(3)?)?;
-                    stored.insert(row.try_get(0)?, (weight, sum, old));
+                    let sums = (parse_big(&row.weight)?, parse_big(&row.count_sum)?, parse_big(&row.contribution)?);
+                    stored.insert(row.class_id, sums);
                 }
                 let mut rows = Vec::with_capacity(chunk.len());
                 for &(class, count, jobs) in chunk {
@@ -106,17 +135,11 @@ impl SqlStore {
                     let jobs = if direction == Direction::Add { jobs } else { -jobs };
                     rows.push((class, sum.to_string(), new.to_string(), jobs));
                 }
-                let values: Vec<String> = (0..rows.len())
-                    .map(|i| {
-                        let p = i * 4 + 2;
-                        format!("(CAST(${p} AS BIGINT), ${}, ${}, CAST(${} AS BIGINT))", p + 1, p + 2, p + 3)
-                    })
-                    .collect();
+                let values = values_rows(rows.len(), 2, &[&bigint, &plain, &plain, &bigint]);
                 let sql = format!(
                     "UPDATE classes SET count_sum = v.column2, contribution = v.column3,
                             jobs_done = classes.jobs_done + v.column4
-                     FROM (VALUES {}) AS v WHERE classes.run_id = $1 AND classes.class_id = v.column1",
-                    values.join(", ")
+                     FROM (VALUES {values}) AS v WHERE classes.run_id = $1 AND classes.class_id = v.column1"
                 );
                 let mut update = sqlx::query(&sql).bind(run);
                 for (class, sum, contribution, jobs) in rows {
@@ -124,11 +147,10 @@ impl SqlStore {
                 }
                 update.execute(&mut **tx).await?;
             }
-            let so_far = sqlx::query("SELECT weighted_sum_so_far FROM runs WHERE id = $1")
+            let so_far: String = sqlx::query_scalar("SELECT weighted_sum_so_far FROM runs WHERE id = $1")
                 .bind(run)
                 .fetch_one(&mut **tx)
-                .await?
-                .try_get::<String, _>(0)?;
+                .await?;
             let so_far = parse_big(&so_far)? + added;
             let so_far = Direction::TakeOut.apply(&so_far, &removed, &|| format!("run {run}: weighted sum so far"))?;
             sqlx::query("UPDATE runs SET weighted_sum_so_far = $2 WHERE id = $1")
@@ -149,7 +171,7 @@ impl SqlStore {
         direction: Direction,
     ) -> Result<String, StoreError> {
         let counted: String =
-            sqlx::query("SELECT counted FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?.try_get(0)?;
+            sqlx::query_scalar("SELECT counted FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?;
         Ok(direction.apply(&parse_big(&counted)?, amount, &|| format!("run {run}: counted"))?.to_string())
     }
 
@@ -161,24 +183,22 @@ impl SqlStore {
         worker: &str,
         amount: &BigUint,
     ) -> Result<String, StoreError> {
-        let stored = sqlx::query("SELECT completions FROM worker_stats WHERE run_id = $1 AND worker = $2")
-            .bind(run)
-            .bind(worker)
-            .fetch_optional(&mut **tx)
-            .await?;
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT completions FROM worker_stats WHERE run_id = $1 AND worker = $2")
+                .bind(run)
+                .bind(worker)
+                .fetch_optional(&mut **tx)
+                .await?;
         let old = match stored {
-            Some(row) => parse_big(&row.try_get::<String, _>(0)?)?,
+            Some(completions) => parse_big(&completions)?,
             None => BigUint::default(),
         };
         Ok((old + amount).to_string())
     }
 
     async fn class_power_in(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, run: RunId) -> Result<u32, StoreError> {
-        let power: i64 = sqlx::query("SELECT class_power FROM runs WHERE id = $1")
-            .bind(run)
-            .fetch_one(&mut **tx)
-            .await?
-            .try_get(0)?;
+        let power: i64 =
+            sqlx::query_scalar("SELECT class_power FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?;
         Ok(power as u32)
     }
 
@@ -192,12 +212,8 @@ impl SqlStore {
         if self.backend.sums_in_sql() {
             return Ok(());
         }
-        let runs: Vec<RunId> = sqlx::query("SELECT id FROM runs WHERE sums_exact = 0 ORDER BY id")
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|row| row.try_get(0))
-            .collect::<Result<_, _>>()?;
+        let runs: Vec<RunId> =
+            sqlx::query_scalar("SELECT id FROM runs WHERE sums_exact = 0 ORDER BY id").fetch_all(&self.pool).await?;
         for run in runs {
             let mut tx = self.pool.begin().await?;
             let power = self.class_power_in(&mut tx, run).await?;
@@ -205,7 +221,7 @@ impl SqlStore {
             let mut counted = BigUint::default();
             let mut after = -1i64;
             loop {
-                let page = page_after(
+                let page: Vec<DoneJobRow> = page_after(
                     &mut tx,
                     "SELECT id, class_id, count FROM jobs WHERE run_id = $1 AND state = 'done' AND id > $2
                      ORDER BY id LIMIT $3",
@@ -214,22 +230,28 @@ impl SqlStore {
                 )
                 .await?;
                 let Some(last) = page.last() else { break };
-                after = last.try_get(0)?;
-                for row in &page {
-                    let count = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_else(|| "0".into()))?;
+                after = last.id;
+                for row in page {
+                    let count = parse_big(row.count.as_deref().unwrap_or("0"))?;
                     counted += &count;
-                    *class_sums.entry(row.try_get(1)?).or_default() += count;
+                    *class_sums.entry(row.class_id).or_default() += count;
                 }
             }
             let mut weighted = BigUint::default();
             let mut after = -1i64;
             loop {
-                let page = page_after(&mut tx, "SELECT class_id, weight FROM classes WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3", run, after).await?;
+                let page: Vec<WeightRow> = page_after(
+                    &mut tx,
+                    "SELECT class_id, weight FROM classes WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3",
+                    run,
+                    after,
+                )
+                .await?;
                 let Some(last) = page.last() else { break };
-                after = last.try_get(0)?;
-                for row in &page {
-                    let class: i64 = row.try_get(0)?;
-                    let weight = parse_big(&row.try_get::<String, _>(1)?)?;
+                after = last.class_id;
+                for row in page {
+                    let class = row.class_id;
+                    let weight = parse_big(&row.weight)?;
                     let sum = class_sums.remove(&class).unwrap_or_default();
                     let share = contribution(&weight, &sum, power);
                     weighted += &share;
@@ -247,7 +269,7 @@ impl SqlStore {
             let mut completions: BTreeMap<String, BigUint> = BTreeMap::new();
             let mut after = -1i64;
             loop {
-                let page = page_after(
+                let page: Vec<AcceptedRow> = page_after(
                     &mut tx,
                     "SELECT id, worker, count FROM results WHERE run_id = $1 AND outcome = 'accepted' AND id > $2
                      ORDER BY id LIMIT $3",
@@ -256,9 +278,9 @@ impl SqlStore {
                 )
                 .await?;
                 let Some(last) = page.last() else { break };
-                after = last.try_get(0)?;
-                for row in &page {
-                    *completions.entry(row.try_get(1)?).or_default() += parse_big(&row.try_get::<String, _>(2)?)?;
+                after = last.id;
+                for row in page {
+                    *completions.entry(row.worker).or_default() += parse_big(&row.count)?;
                 }
             }
             for (worker, sum) in &completions {

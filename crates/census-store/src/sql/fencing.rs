@@ -6,20 +6,27 @@
 
 use std::collections::HashMap;
 
-use sqlx::Row;
+use sqlx::FromRow;
 
-use super::completion::RejectionRow;
-use super::{JobState, SqlStore, now_ms};
+use super::decision::{LeaseFields, Rejection};
+use super::{LeaseColumns, SqlStore, now_ms};
 use crate::{Completion, JobId, LeaseCheck, RunId, StoreError};
 
 /// What fencing reads of a job.
 struct LeaseRow {
     run: RunId,
-    state: JobState,
     attempt: i64,
-    token: Option<String>,
-    owner: Option<String>,
-    expires_at: Option<i64>,
+    lease: LeaseFields,
+}
+
+/// [`LeaseRow`] as the database gives it.
+#[derive(sqlx::FromRow)]
+struct FenceRow {
+    id: JobId,
+    run_id: RunId,
+    attempt: i64,
+    #[sqlx(flatten)]
+    lease: LeaseColumns,
 }
 
 /// Classifies one report against its job's row at time `now` (ms). Pure.
@@ -31,11 +38,7 @@ struct LeaseRow {
 /// an earlier attempt, or of the current one after it expired or was
 /// retired, may be an honest late report: refused, not held against anyone.
 fn classify(job: &LeaseRow, worker: &str, job_id: JobId, token: &str, now: i64) -> LeaseCheck {
-    let held = job.state == JobState::Leased
-        && job.token.as_deref() == Some(token)
-        && job.owner.as_deref() == Some(worker)
-        && job.expires_at.is_some_and(|expires| expires >= now);
-    if held {
+    if job.lease.held_by(worker, token, now) {
         return LeaseCheck::Held;
     }
     let forged = |reason: String| LeaseCheck::Forged { reason };
@@ -54,12 +57,12 @@ fn classify(job: &LeaseRow, worker: &str, job_id: JobId, token: &str, now: i64) 
         return forged(format!("the lease token names an attempt job {job_id} never had"));
     };
     if attempt == job.attempt
-        && let Some(current) = &job.token
+        && let Some(current) = &job.lease.token
     {
         if current != token {
             return forged(format!("the lease token is not the one issued for attempt {attempt} of job {job_id}"));
         }
-        if job.owner.as_deref() != Some(worker) {
+        if job.lease.owner.as_deref() != Some(worker) {
             return forged(format!("the lease token of job {job_id} was issued to another identity"));
         }
     }
@@ -82,18 +85,9 @@ impl SqlStore {
             })
             .await?;
         drop(connection);
-        for row in rows {
-            jobs.insert(
-                row.try_get(0)?,
-                LeaseRow {
-                    run: row.try_get(1)?,
-                    state: row.try_get::<String, _>(2)?.parse()?,
-                    attempt: row.try_get(3)?,
-                    token: row.try_get(4)?,
-                    owner: row.try_get(5)?,
-                    expires_at: row.try_get(6)?,
-                },
-            );
+        for row in &rows {
+            let row = FenceRow::from_row(row)?;
+            jobs.insert(row.id, LeaseRow { run: row.run_id, attempt: row.attempt, lease: row.lease.fields()? });
         }
         let mut checks = Vec::with_capacity(completions.len());
         let mut rejections = Vec::new();
@@ -105,7 +99,7 @@ impl SqlStore {
             let check = classify(job, &c.worker, c.job_id, &c.token, now);
             if let LeaseCheck::Forged { reason } = &check {
                 tracing::warn!(job = c.job_id, worker = %c.worker, %reason, "result with a forged lease token refused");
-                rejections.push(RejectionRow {
+                rejections.push(Rejection {
                     job: c.job_id,
                     run: job.run,
                     attempt: job.attempt,
@@ -127,6 +121,7 @@ impl SqlStore {
 
 #[cfg(test)]
 mod tests {
+    use super::super::JobState;
     use super::*;
 
     const SALT: &str = "0123456789abcdef0123456789abcdef";
@@ -134,11 +129,13 @@ mod tests {
     fn leased(attempt: i64, owner: &str, expires_at: i64) -> LeaseRow {
         LeaseRow {
             run: 1,
-            state: JobState::Leased,
             attempt,
-            token: Some(format!("{SALT}-7-{attempt}")),
-            owner: Some(owner.into()),
-            expires_at: Some(expires_at),
+            lease: LeaseFields {
+                state: JobState::Leased,
+                token: Some(format!("{SALT}-7-{attempt}")),
+                owner: Some(owner.into()),
+                expires_at: Some(expires_at),
+            },
         }
     }
 
@@ -156,8 +153,8 @@ mod tests {
         assert_eq!(classify(&leased(2, "w", 100), "w", 7, &format!("{SALT}-7-2"), 150), LeaseCheck::NotHeld);
         let other_salt = "fedcba9876543210fedcba9876543210";
         assert_eq!(classify(&leased(2, "x", 100), "w", 7, &format!("{other_salt}-7-1"), 50), LeaseCheck::NotHeld);
-        let retired =
-            LeaseRow { state: JobState::Done, token: None, owner: None, expires_at: None, ..leased(2, "w", 0) };
+        let lease = LeaseFields { state: JobState::Done, token: None, owner: None, expires_at: None };
+        let retired = LeaseRow { lease, ..leased(2, "w", 0) };
         assert_eq!(classify(&retired, "w", 7, &format!("{SALT}-7-2"), 50), LeaseCheck::NotHeld);
     }
 

@@ -2,12 +2,20 @@
 //! sqlx's `Any` driver. The SQL is shared; the few places where the two
 //! dialects differ are the methods of `Backend`.
 //!
+//! The rules are above the SQL, in `decision`: pure functions over named
+//! types, with no database (what a report does, what a batch changes, when
+//! an identity is quarantined, when a job fails for good, who holds a
+//! lease). The SQL files load the rows the rules read and write what they
+//! decide, as named steps with typed rows (`#[derive(sqlx::FromRow)]`
+//! structs read by column name).
+//!
 //! One file a concern: `backend` (opening, dialects), `runs`, `queue`
-//! (leases and heartbeats), `decision` (the pure state machine of reports),
-//! `completion` (the transaction that applies it), `remedies` (recount,
-//! fail, requeue), `totals` (finishing a run, progress and sums) and `auth`
-//! (tokens and quarantine). This file holds the store and the trait's table
-//! of contents.
+//! (leases and heartbeats), `fencing` (whether a reporter holds its
+//! leases), `decision` (the rules), `completion` (a batch of reports as
+//! load -> decide -> apply), `remedies` (recount, fail, requeue), `totals`
+//! (finishing a run, progress and sums), `exact` (SQLite's exact sums) and
+//! `auth` (tokens and quarantine). This file holds the store, the helpers
+//! the files share, and the trait's table of contents.
 
 mod auth;
 mod backend;
@@ -60,6 +68,11 @@ pub struct SqlStore {
     finished: Mutex<Vec<RunId>>,
 }
 
+/// How many rows a page of a walk over a run's jobs, results or classes
+/// reads (a fold, its check, an exact rebuild): a few MB at most, so a run's
+/// rows are never all in memory at once.
+const PAGE: i64 = 10_000;
+
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_millis() as i64
 }
@@ -93,6 +106,56 @@ fn whole_part(text: &str) -> Option<&str> {
         Some((integer, zeros)) if zeros.bytes().all(|b| b == b'0') => Some(integer),
         Some(_) => None,
     }
+}
+
+/// The lease columns of a job row, read by name: what
+/// [`decision::LeaseFields`] is made of.
+#[derive(sqlx::FromRow)]
+struct LeaseColumns {
+    state: String,
+    lease_token: Option<String>,
+    lease_owner: Option<String>,
+    lease_expires_at: Option<i64>,
+}
+
+impl LeaseColumns {
+    fn fields(self) -> Result<decision::LeaseFields, StoreError> {
+        Ok(decision::LeaseFields {
+            state: self.state.parse()?,
+            token: self.lease_token,
+            owner: self.lease_owner,
+            expires_at: self.lease_expires_at,
+        })
+    }
+}
+
+/// The rows of a `VALUES` list: `rows` tuples of `columns`, each column an
+/// expression around its parameter, numbered from `$first` row by row. (The
+/// casts give both backends the column types; VALUES columns are column1,
+/// column2, ... on both.)
+pub(super) fn values_rows(rows: usize, first: usize, columns: &[&dyn Fn(&str) -> String]) -> String {
+    let row = |i: usize| {
+        let cells: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(j, column)| column(&format!("${}", first + i * columns.len() + j)))
+            .collect();
+        format!("({})", cells.join(", "))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
+pub(super) fn bigint(parameter: &str) -> String {
+    format!("CAST({parameter} AS BIGINT)")
+}
+
+pub(super) fn text(parameter: &str) -> String {
+    format!("CAST({parameter} AS TEXT)")
+}
+
+/// A parameter as it is.
+pub(super) fn plain(parameter: &str) -> String {
+    parameter.to_string()
 }
 
 /// A lease token prefix, random for every lease call; the job id and
@@ -209,13 +272,10 @@ impl JobStore for SqlStore {
     }
 
     async fn answer_version(&self, run: RunId) -> Result<Option<String>, StoreError> {
-        use sqlx::Row;
         let row = self.ensure_run(run).await?;
-        let Some(finished) = row.try_get::<Option<i64>, _>(0)? else { return Ok(None) };
-        let conflicts: i64 = row.try_get(1)?;
-        let weighted_sum = row.try_get::<Option<String>, _>(2)?.unwrap_or_default();
-        let answer = row.try_get::<Option<String>, _>(3)?.unwrap_or_default();
-        Ok(Some(format!("{finished}/{conflicts}/{weighted_sum}/{answer}")))
+        let Some(finished) = row.finished_at else { return Ok(None) };
+        let (weighted_sum, answer) = (row.weighted_sum.unwrap_or_default(), row.answer.unwrap_or_default());
+        Ok(Some(format!("{finished}/{}/{weighted_sum}/{answer}", row.open_conflicts)))
     }
 
     async fn close(&self) {

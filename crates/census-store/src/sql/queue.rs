@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sqlx::Row;
+use sqlx::FromRow;
 
 use super::{SqlStore, now_ms, read_census, token_salt};
 use crate::{Census, HeartbeatOutcome, Lease, RunId, StoreError};
@@ -13,6 +13,24 @@ use crate::{Census, HeartbeatOutcome, Lease, RunId, StoreError};
 /// report, a failure, a requeue, a recount, a cancelled run, a quarantined
 /// holder) sets them, so the old token is refused from then on.
 pub(super) const RETIRE_LEASE: &str = "lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL";
+
+/// A job just leased, as its `UPDATE ... RETURNING` gives it.
+#[derive(FromRow)]
+struct LeasedRow {
+    id: crate::JobId,
+    run_id: RunId,
+    key: String,
+    attempt: i64,
+    lease_token: String,
+}
+
+/// A job's run and the run's census.
+#[derive(FromRow)]
+struct JobCensusRow {
+    job_id: crate::JobId,
+    run_id: RunId,
+    census: String,
+}
 
 /// Whose leases [`SqlStore::release_leases`] gives back to the queue.
 pub(super) enum HeldBy<'a> {
@@ -48,21 +66,20 @@ impl SqlStore {
         if quarantined.is_some() {
             return Ok(Vec::new());
         }
-        let held: i64 = sqlx::query(
+        let held: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND lease_owner = $1 AND lease_expires_at >= $2",
         )
         .bind(worker)
         .bind(now)
         .fetch_one(&mut *tx)
-        .await?
-        .try_get(0)?;
+        .await?;
         let max = i64::from(max).min(i64::from(self.config.max_leases_per_worker) - held);
         if max <= 0 {
             return Ok(Vec::new());
         }
         let ttl = ttl.min(self.config.max_lease_lifetime);
         let salt = token_salt();
-        let runs = sqlx::query(
+        let runs: Vec<RunId> = sqlx::query_scalar(
             "SELECT id FROM runs WHERE finished_at IS NULL AND cancelled_at IS NULL AND ($1 < 0 OR id = $1)
              ORDER BY priority DESC, id",
         )
@@ -71,9 +88,8 @@ impl SqlStore {
         .await?;
         // Runs in priority order; in each, expired leases first (few), then
         // pending jobs in id order: short walks of the (run, state, id) index.
-        let mut rows = Vec::new();
-        'runs: for run in &runs {
-            let run: RunId = run.try_get(0)?;
+        let mut rows: Vec<LeasedRow> = Vec::new();
+        'runs: for run in runs {
             for waiting in ["j.state = 'leased' AND j.lease_expires_at < $3", "j.state = 'pending'"] {
                 let wanted = max - rows.len() as i64;
                 if wanted <= 0 {
@@ -96,7 +112,7 @@ impl SqlStore {
                     ))
                 );
                 rows.extend(
-                    sqlx::query(&sql)
+                    sqlx::query_as(&sql)
                         .bind(worker)
                         .bind(now + ttl.as_millis() as i64)
                         .bind(now)
@@ -109,15 +125,14 @@ impl SqlStore {
         }
         tx.commit().await?;
         let mut leases = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let run_id: RunId = row.try_get(1)?;
+        for row in rows {
             leases.push(Lease {
-                job_id: row.try_get(0)?,
-                run_id,
-                census: self.run_facts(run_id).await?.census,
-                key: row.try_get(2)?,
-                attempt: row.try_get::<i64, _>(3)? as u32,
-                token: row.try_get(4)?,
+                job_id: row.id,
+                run_id: row.run_id,
+                census: self.run_facts(row.run_id).await?.census,
+                key: row.key,
+                attempt: row.attempt as u32,
+                token: row.lease_token,
             });
         }
         leases.sort_by_key(|lease| lease.job_id);
@@ -148,7 +163,7 @@ impl SqlStore {
         if quarantined.is_some() {
             return Ok(false);
         }
-        let runs = sqlx::query(
+        let runs: Vec<RunId> = sqlx::query_scalar(
             "SELECT id FROM runs WHERE finished_at IS NULL AND cancelled_at IS NULL AND ($1 < 0 OR id = $1) ORDER BY id",
         )
         .bind(run.unwrap_or(-1))
@@ -159,8 +174,7 @@ impl SqlStore {
                 "SELECT j.id FROM jobs j WHERE j.run_id = $2 AND j.state = '{state}' AND {} LIMIT 1",
                 self.open_to("$1")
             );
-            for run in &runs {
-                let run: RunId = run.try_get(0)?;
+            for &run in &runs {
                 if sqlx::query(&sql).bind(worker).bind(run).fetch_optional(&self.pool).await?.is_some() {
                     return Ok(true);
                 }
@@ -201,11 +215,15 @@ impl SqlStore {
         let mut connection = self.pool.acquire().await?;
         let rows = self
             .select_by_ids(&mut connection, jobs, |ids| {
-                format!("SELECT j.id, r.id, r.census FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({ids})")
+                format!(
+                    "SELECT j.id AS job_id, r.id AS run_id, r.census FROM jobs j JOIN runs r ON r.id = j.run_id
+                     WHERE j.id IN ({ids})"
+                )
             })
             .await?;
-        for row in rows {
-            censuses.insert(row.try_get(0)?, read_census(row.try_get(1)?, &row.try_get::<String, _>(2)?)?);
+        for row in &rows {
+            let row = JobCensusRow::from_row(row)?;
+            censuses.insert(row.job_id, read_census(row.run_id, &row.census)?);
         }
         Ok(censuses)
     }
@@ -231,7 +249,7 @@ impl SqlStore {
                 self.backend.least("$1", "lease_started_at + $4"),
                 placeholders.join(", ")
             );
-            let mut query = sqlx::query(&sql)
+            let mut query = sqlx::query_scalar(&sql)
                 .bind(now + ttl.as_millis() as i64)
                 .bind(now)
                 .bind(worker)
@@ -239,9 +257,7 @@ impl SqlStore {
             for token in chunk {
                 query = query.bind(token);
             }
-            let rows = query.fetch_all(&self.pool).await?;
-            let extended: std::collections::HashSet<String> =
-                rows.iter().map(|row| row.try_get::<String, _>(0)).collect::<Result<_, _>>()?;
+            let extended: std::collections::HashSet<String> = query.fetch_all(&self.pool).await?.into_iter().collect();
             for token in chunk {
                 if extended.contains(token) {
                     outcome.extended.push(token.clone());

@@ -4,12 +4,57 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use num_bigint::BigUint;
-use sqlx::Row;
+use sqlx::FromRow;
 
-use super::exact::{ClassChanges, Direction};
+use super::decision::{ClassChanges, Offence, fails_for_good, quarantine_reason};
+use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
-use super::{JobState, SqlStore, now_ms, parse_big};
+use super::{JobState, LeaseColumns, SqlStore, now_ms, parse_big};
 use crate::{JobId, RunId, StoreError};
+
+/// What a failure report reads of its job.
+#[derive(FromRow)]
+struct FailedJobRow {
+    run_id: RunId,
+    attempt: i64,
+    /// Failures since the job was last requeued.
+    failures: i64,
+    /// Bumped by every requeue: the failures that count have this epoch.
+    failure_epoch: i64,
+    #[sqlx(flatten)]
+    lease: LeaseColumns,
+}
+
+/// A job as reopening it reads it.
+#[derive(FromRow)]
+struct ReopenedRow {
+    id: JobId,
+    state: String,
+    /// Decimal text, when done.
+    count: Option<String>,
+    conflict: i64,
+    run_id: RunId,
+    class_id: i64,
+}
+
+/// What reopening jobs takes out of one run's counters.
+#[derive(Default)]
+struct RunTakeOut {
+    /// Done jobs reopened (so `jobs_remaining` goes up by as many).
+    done: i64,
+    conflicts_closed: i64,
+    failures_closed: i64,
+    /// The sum of the reopened jobs' counts.
+    counted: BigUint,
+}
+
+/// A job that may need a conflict resolved.
+#[derive(FromRow)]
+struct ConflictRow {
+    id: JobId,
+    conflict: i64,
+    run_id: RunId,
+}
 
 impl SqlStore {
     pub(crate) async fn recount_job(&self, job: JobId) -> Result<(), StoreError> {
@@ -20,18 +65,18 @@ impl SqlStore {
     }
 
     async fn recount_in(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, job: JobId) -> Result<RunId, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT j.conflict, j.run_id FROM jobs j WHERE j.id = $1 {}",
+        let row: ConflictRow = sqlx::query_as(&format!(
+            "SELECT j.id, j.conflict, j.run_id FROM jobs j WHERE j.id = $1 {}",
             self.backend.for_update()
         ))
         .bind(job)
         .fetch_optional(&mut **tx)
         .await?
         .ok_or(StoreError::UnknownJob(job))?;
-        if row.try_get::<i64, _>(0)? == 0 {
+        if row.conflict == 0 {
             return Err(StoreError::Invalid(format!("job {job} has no conflict to resolve")));
         }
-        let run: RunId = row.try_get(1)?;
+        let run = row.run_id;
         self.reopen_jobs(tx, &[job]).await?;
         tracing::warn!(job, run, "conflict resolved by recounting the job");
         Ok(run)
@@ -55,36 +100,34 @@ impl SqlStore {
         ids.dedup();
         // (run, class) -> (count taken out, jobs done taken out)
         let mut classes: ClassChanges = BTreeMap::new();
-        // run -> (jobs done reopened, conflicts closed, failures closed, count taken out)
-        let mut runs: BTreeMap<RunId, (i64, i64, i64, BigUint)> = BTreeMap::new();
+        let mut runs: BTreeMap<RunId, RunTakeOut> = BTreeMap::new();
         let rows = self
             .select_by_ids(tx, &ids, |ids| {
                 format!(
-                    "SELECT j.id, j.state, CAST(j.count AS TEXT), j.conflict, j.run_id, j.class_id FROM jobs j
+                    "SELECT j.id, j.state, CAST(j.count AS TEXT) AS count, j.conflict, j.run_id, j.class_id FROM jobs j
                      WHERE j.id IN ({ids}) ORDER BY j.id {}",
                     self.backend.for_update()
                 )
             })
             .await?;
+        let rows: Vec<ReopenedRow> = rows.iter().map(ReopenedRow::from_row).collect::<Result<_, _>>()?;
         if rows.len() != ids.len() {
-            let found: BTreeSet<JobId> = rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>()?;
+            let found: BTreeSet<JobId> = rows.iter().map(|row| row.id).collect();
             let missing = ids.iter().find(|id| !found.contains(id)).copied().unwrap_or_default();
             return Err(StoreError::UnknownJob(missing));
         }
-        for row in &rows {
-            let state: JobState = row.try_get::<String, _>(1)?.parse()?;
-            let conflict = i64::from(row.try_get::<i64, _>(3)? != 0);
-            let (run, class): (RunId, i64) = (row.try_get(4)?, row.try_get(5)?);
-            let entry = runs.entry(run).or_default();
-            entry.1 += conflict;
+        for row in rows {
+            let state: JobState = row.state.parse()?;
+            let entry = runs.entry(row.run_id).or_default();
+            entry.conflicts_closed += i64::from(row.conflict != 0);
             if state == JobState::Failed {
-                entry.2 += 1;
+                entry.failures_closed += 1;
             }
             if state == JobState::Done {
-                let count = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_else(|| "0".into()))?;
-                entry.0 += 1;
-                entry.3 += &count;
-                let class = classes.entry((run, class)).or_default();
+                let count = parse_big(row.count.as_deref().unwrap_or("0"))?;
+                entry.done += 1;
+                entry.counted += &count;
+                let class = classes.entry((row.run_id, row.class_id)).or_default();
                 class.0 += count;
                 class.1 += 1;
             }
@@ -106,12 +149,12 @@ impl SqlStore {
         } else {
             self.change_classes_exactly(tx, &classes, Direction::TakeOut).await?;
         }
-        for (&run, &(done, conflicts, failed, ref count)) in &runs {
+        for (&run, take_out) in &runs {
             // Postgres subtracts; SQLite is given the exact new value.
             let (counted, new_counted) = if self.backend.sums_in_sql() {
-                (count.to_string(), format!("counted - {}", self.backend.count("$5")))
+                (take_out.counted.to_string(), format!("counted - {}", self.backend.count("$5")))
             } else {
-                (self.counted_after(tx, run, count, Direction::TakeOut).await?, self.backend.count("$5"))
+                (self.counted_after(tx, run, &take_out.counted, Direction::TakeOut).await?, self.backend.count("$5"))
             };
             // Unfinished again: the answer is folded anew when the last job is.
             sqlx::query(&format!(
@@ -121,9 +164,9 @@ impl SqlStore {
                  WHERE id = $1"
             ))
             .bind(run)
-            .bind(conflicts)
-            .bind(done)
-            .bind(failed)
+            .bind(take_out.conflicts_closed)
+            .bind(take_out.done)
+            .bind(take_out.failures_closed)
             .bind(counted)
             .execute(&mut **tx)
             .await?;
@@ -156,7 +199,7 @@ impl SqlStore {
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         worker: &str,
     ) -> Result<usize, StoreError> {
-        let rows = sqlx::query(
+        let jobs: Vec<JobId> = sqlx::query_scalar(
             "SELECT DISTINCT j.id FROM results x JOIN jobs j ON j.id = x.job_id AND j.round = x.round
              WHERE x.worker = $1 AND x.outcome IN ('accepted', 'vote')
                AND (j.state IN ('pending', 'leased') OR (j.state = 'done' AND x.count = j.count))
@@ -165,7 +208,6 @@ impl SqlStore {
         .bind(worker)
         .fetch_all(&mut **tx)
         .await?;
-        let jobs: Vec<JobId> = rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>()?;
         if jobs.is_empty() {
             return Ok(0);
         }
@@ -188,19 +230,9 @@ impl SqlStore {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or(StoreError::UnknownJob(job))?;
-        let state: JobState = row.try_get::<String, _>(0)?.parse()?;
-        let attempt: i64 = row.try_get(1)?;
-        let current: Option<String> = row.try_get(2)?;
-        let run: RunId = row.try_get(3)?;
-        let owner: Option<String> = row.try_get(4)?;
-        let expires: Option<i64> = row.try_get(5)?;
-        let failures: i64 = row.try_get::<i64, _>(6)? + 1;
-        let epoch: i64 = row.try_get(7)?;
-        if state != JobState::Leased
-            || current.as_deref() != Some(token)
-            || owner.as_deref() != Some(worker)
-            || expires.is_none_or(|e| e < now)
-        {
+        let row = FailedJobRow::from_row(&row)?;
+        let (attempt, run, failures, epoch) = (row.attempt, row.run_id, row.failures + 1, row.failure_epoch);
+        if !row.lease.fields()?.held_by(worker, token, now) {
             return Err(StoreError::StaleToken { job });
         }
         sqlx::query(
@@ -214,17 +246,14 @@ impl SqlStore {
         .bind(epoch)
         .execute(&mut *tx)
         .await?;
-        // One identity alone can delay a job, never fail it: failing for
-        // good takes failures from several.
+        // One identity alone can delay a job, never fail it (`fails_for_good`).
         let identities: i64 =
-            sqlx::query("SELECT COUNT(DISTINCT worker) FROM failures WHERE job_id = $1 AND epoch = $2")
+            sqlx::query_scalar("SELECT COUNT(DISTINCT worker) FROM failures WHERE job_id = $1 AND epoch = $2")
                 .bind(job)
                 .bind(epoch)
                 .fetch_one(&mut *tx)
-                .await?
-                .try_get(0)?;
-        let quorum = i64::from(self.config.fail_quorum.clamp(1, self.config.max_attempts.max(1)));
-        let exhausted = failures >= i64::from(self.config.max_attempts) && identities >= quorum;
+                .await?;
+        let exhausted = fails_for_good(failures, identities, &self.config);
         let next = if exhausted { JobState::Failed } else { JobState::Pending };
         sqlx::query(&format!(
             "UPDATE jobs SET state = $2, failures = $3, {RETIRE_LEASE}, updated_at = $4 WHERE id = $1"
@@ -253,13 +282,12 @@ impl SqlStore {
             tracing::warn!(job, attempt, failures, identities, worker, reason, "job failed; it will be retried");
         }
         // Failures are bounded per identity: past the limit it is quarantined.
-        let reported: i64 = sqlx::query("SELECT COUNT(*) FROM failures WHERE worker = $1")
+        let reported: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM failures WHERE worker = $1")
             .bind(worker)
             .fetch_one(&mut *tx)
-            .await?
-            .try_get(0)?;
-        if reported >= i64::from(self.config.quarantine_after_failures) {
-            self.quarantine_in(&mut tx, worker, &format!("{reported} failures reported"), now).await?;
+            .await?;
+        if let Some(reason) = quarantine_reason(Offence::Failed, reported, &self.config) {
+            self.quarantine_in(&mut tx, worker, &reason, now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -269,8 +297,8 @@ impl SqlStore {
         self.ensure_run(run).await?;
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let rows = sqlx::query(&format!(
-            "SELECT j.id, j.conflict FROM jobs j WHERE j.run_id = $1 AND j.state = 'failed' AND ($2 < 0 OR j.id = $2)
+        let rows: Vec<ConflictRow> = sqlx::query_as(&format!(
+            "SELECT j.id, j.conflict, j.run_id FROM jobs j WHERE j.run_id = $1 AND j.state = 'failed' AND ($2 < 0 OR j.id = $2)
              ORDER BY j.id {}",
             self.backend.for_update()
         ))
@@ -281,23 +309,22 @@ impl SqlStore {
         if let Some(job) = job
             && rows.is_empty()
         {
-            let exists = sqlx::query("SELECT state FROM jobs WHERE id = $1 AND run_id = $2")
+            let state: Option<String> = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1 AND run_id = $2")
                 .bind(job)
                 .bind(run)
                 .fetch_optional(&mut *tx)
                 .await?;
-            return Err(match exists {
+            return Err(match state {
                 None => StoreError::UnknownJob(job),
-                Some(row) => StoreError::Invalid(format!(
-                    "job {job} is {}, not failed: only failed jobs are requeued",
-                    row.try_get::<String, _>(0)?
-                )),
+                Some(state) => {
+                    StoreError::Invalid(format!("job {job} is {state}, not failed: only failed jobs are requeued"))
+                }
             });
         }
         let mut plain = 0i64;
         for row in &rows {
-            let id: JobId = row.try_get(0)?;
-            if row.try_get::<i64, _>(1)? != 0 {
+            let id = row.id;
+            if row.conflict != 0 {
                 self.recount_in(&mut tx, id).await?;
                 continue;
             }

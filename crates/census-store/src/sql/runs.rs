@@ -4,9 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
 use super::queue::HeldBy;
 use super::{RunFacts, SqlStore, now_ms, read_census};
 use crate::{JobSpec, JobStream, MAX_KEY_LEN, MAX_REDUNDANCY, RunId, RunSpec, RunSummary, StoreError};
@@ -14,6 +11,50 @@ use crate::{JobSpec, JobStream, MAX_KEY_LEN, MAX_REDUNDANCY, RunId, RunSpec, Run
 /// How many jobs creating a run reads and stores at a time: what it holds
 /// in memory besides one entry a class.
 const JOBS_PER_CHUNK: usize = 10_000;
+
+/// The statement that reads a [`RunRow`] (binds the run as $1).
+pub(super) const RUN_ROW: &str = "SELECT finished_at, open_conflicts, CAST(weighted_sum AS TEXT) AS weighted_sum,
+        CAST(answer AS TEXT) AS answer, jobs_total, jobs_remaining, failed_jobs, CAST(counted AS TEXT) AS counted, census
+     FROM runs WHERE id = $1";
+
+/// A run's counters and stored answer.
+#[derive(sqlx::FromRow)]
+pub(super) struct RunRow {
+    pub finished_at: Option<i64>,
+    pub open_conflicts: i64,
+    /// Decimal text, once finished.
+    pub weighted_sum: Option<String>,
+    /// Decimal text, once finished.
+    pub answer: Option<String>,
+    pub jobs_total: i64,
+    pub jobs_remaining: i64,
+    pub failed_jobs: i64,
+    /// Decimal text: the sum of the done jobs' counts.
+    pub counted: String,
+    pub census: String,
+}
+
+/// A run as listed.
+#[derive(sqlx::FromRow)]
+struct SummaryRow {
+    id: RunId,
+    census: String,
+    counter_version: String,
+    redundancy: i64,
+    jobs_total: i64,
+    jobs_remaining: i64,
+    finished_at: Option<i64>,
+    open_conflicts: i64,
+    priority: i64,
+    cancelled_at: Option<i64>,
+}
+
+/// What [`RunFacts`] is made of.
+#[derive(sqlx::FromRow)]
+struct FactsRow {
+    census: String,
+    classes: i64,
+}
 
 /// A class while its run is created.
 struct ClassEntry {
@@ -31,15 +72,15 @@ impl SqlStore {
         if let Some(facts) = self.runs.lock().expect("the run cache is never poisoned").get(&run) {
             return Ok(facts.clone());
         }
-        let row = sqlx::query(
-            "SELECT census, (SELECT COUNT(*) FROM classes c WHERE c.run_id = r.id) FROM runs r WHERE id = $1",
+        let row: FactsRow = sqlx::query_as(
+            "SELECT census, (SELECT COUNT(*) FROM classes c WHERE c.run_id = r.id) AS classes FROM runs r WHERE id = $1",
         )
         .bind(run)
         .fetch_optional(&self.pool)
         .await?
         .ok_or(StoreError::UnknownRun(run))?;
-        let census = read_census(run, &row.try_get::<String, _>(0)?)?;
-        let facts = Arc::new(RunFacts { census, classes: row.try_get::<i64, _>(1)? as u64 });
+        let census = read_census(run, &row.census)?;
+        let facts = Arc::new(RunFacts { census, classes: row.classes as u64 });
         self.runs.lock().expect("the run cache is never poisoned").insert(run, facts.clone());
         Ok(facts)
     }
@@ -50,54 +91,43 @@ impl SqlStore {
                     r.finished_at, r.open_conflicts, r.priority, r.cancelled_at
              FROM runs r WHERE {condition} ORDER BY r.id"
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query_as::<_, SummaryRow>(&sql);
         if let Some(run) = run {
             query = query.bind(run);
         }
         let rows = query.fetch_all(&self.pool).await?;
         let mut runs = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let run_id: RunId = row.try_get(0)?;
-            let total: i64 = row.try_get(4)?;
-            let remaining: i64 = row.try_get(5)?;
+        for row in rows {
             runs.push(RunSummary {
-                run_id,
+                run_id: row.id,
                 spec: RunSpec {
-                    census: read_census(run_id, &row.try_get::<String, _>(1)?)?,
-                    counter_version: row.try_get(2)?,
-                    redundancy: row.try_get::<i64, _>(3)? as u32,
+                    census: read_census(row.id, &row.census)?,
+                    counter_version: row.counter_version,
+                    redundancy: row.redundancy as u32,
                 },
-                classes: self.run_facts(run_id).await?.classes,
-                jobs_total: total as u64,
-                jobs_done: (total - remaining) as u64,
-                is_final: row.try_get::<Option<i64>, _>(6)?.is_some() && row.try_get::<i64, _>(7)? == 0,
-                priority: row.try_get(8)?,
-                cancelled: row.try_get::<Option<i64>, _>(9)?.is_some(),
+                classes: self.run_facts(row.id).await?.classes,
+                jobs_total: row.jobs_total as u64,
+                jobs_done: (row.jobs_total - row.jobs_remaining) as u64,
+                is_final: row.finished_at.is_some() && row.open_conflicts == 0,
+                priority: row.priority,
+                cancelled: row.cancelled_at.is_some(),
             });
         }
         Ok(runs)
     }
 
     pub(super) async fn find_run(&self, spec: &RunSpec) -> Result<Option<RunId>, StoreError> {
-        let row = sqlx::query("SELECT id FROM runs WHERE census = $1 AND counter_version = $2 AND redundancy = $3")
+        Ok(sqlx::query_scalar("SELECT id FROM runs WHERE census = $1 AND counter_version = $2 AND redundancy = $3")
             .bind(spec.census.to_string())
             .bind(&spec.counter_version)
             .bind(i64::from(spec.redundancy))
             .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|row| row.get(0)))
+            .await?)
     }
 
-    pub(super) async fn ensure_run(&self, run: RunId) -> Result<AnyRow, StoreError> {
-        sqlx::query(
-            "SELECT finished_at, open_conflicts, CAST(weighted_sum AS TEXT), CAST(answer AS TEXT), jobs_total,
-                    jobs_remaining, failed_jobs, CAST(counted AS TEXT), census
-             FROM runs WHERE id = $1",
-        )
-        .bind(run)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or(StoreError::UnknownRun(run))
+    /// The run's [`RunRow`], or [`StoreError::UnknownRun`].
+    pub(super) async fn ensure_run(&self, run: RunId) -> Result<RunRow, StoreError> {
+        sqlx::query_as(RUN_ROW).bind(run).fetch_optional(&self.pool).await?.ok_or(StoreError::UnknownRun(run))
     }
 
     /// Refuses a spec the store cannot hold faithfully.
@@ -188,7 +218,7 @@ impl SqlStore {
                 Some(run) => run,
                 None => {
                     // The job count is written when the last chunk is in.
-                    let inserted = sqlx::query(
+                    let inserted = sqlx::query_scalar(
                         "INSERT INTO runs (census, counter_version, redundancy, jobs_total, jobs_remaining, created_at,
                                            class_power)
                          VALUES ($1, $2, $3, 0, 0, $4, $5) RETURNING id",
@@ -201,7 +231,7 @@ impl SqlStore {
                     .fetch_one(&mut *tx)
                     .await;
                     let run: RunId = match inserted {
-                        Ok(row) => row.try_get(0)?,
+                        Ok(run) => run,
                         // Another coordinator created the same run first: use it.
                         Err(sqlx::Error::Database(error)) if error.is_unique_violation() => {
                             drop(tx);

@@ -6,14 +6,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::exact::contribution;
+use super::runs::{RUN_ROW, RunRow};
+use super::{PAGE, SqlStore, now_ms, parse_big, parse_count, read_census};
+use crate::{ClassTotal, JobSpec, Progress, RunId, RunTotal, StoreError, WorkerProgress};
 use census_math::census::{Answer, Census};
 use num_bigint::BigUint;
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
-use super::exact::contribution;
-use super::{SqlStore, now_ms, parse_big, parse_count, read_census};
-use crate::{ClassTotal, JobSpec, Progress, RunId, RunTotal, StoreError, WorkerProgress};
 
 /// A run's answer, folded from its jobs' counts, with the sums the
 /// database must agree with.
@@ -39,18 +37,70 @@ enum Source {
     AcceptedResults,
 }
 
+/// A job and its count, as a fold reads it ([`Source`]).
+#[derive(sqlx::FromRow)]
+struct FoldRow {
+    job_id: i64,
+    /// The page key's second part: the job's id again, or its result's.
+    row_id: i64,
+    key: String,
+    label: String,
+    /// Decimal text.
+    weight: String,
+    /// Decimal text.
+    count: Option<String>,
+}
+
+/// A class's sums as the database has them (`group_totals`).
+#[derive(sqlx::FromRow)]
+struct ClassSumsRow {
+    class_id: i64,
+    label: String,
+    count_sum: String,
+    contribution: String,
+}
+
+/// A class as `class_totals` shows it.
+#[derive(sqlx::FromRow)]
+struct ClassRow {
+    class_id: i64,
+    label: String,
+    weight: String,
+    jobs_total: i64,
+    jobs_done: i64,
+    count_sum: String,
+}
+
+/// An identity's statistics in a run.
+#[derive(sqlx::FromRow)]
+struct WorkerRow {
+    worker: String,
+    jobs: i64,
+    completions: String,
+    last_seen: i64,
+}
+
+/// The newest results of the last minute: how many, and when the oldest finished.
+#[derive(sqlx::FromRow)]
+struct RecentRow {
+    results: i64,
+    oldest: Option<i64>,
+}
+
 impl Source {
-    /// A page of (job id, row id, job key, class label, weight, count) rows.
+    /// A page of [`FoldRow`]s.
     fn page_sql(self) -> &'static str {
         match self {
             Source::DoneJobs => {
-                "SELECT j.id, j.id, j.key, c.label, CAST(c.weight AS TEXT), CAST(j.count AS TEXT)
+                "SELECT j.id AS job_id, j.id AS row_id, j.key, c.label, CAST(c.weight AS TEXT) AS weight,
+                        CAST(j.count AS TEXT) AS count
                  FROM jobs j JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
                  WHERE j.run_id = $1 AND j.state = 'done' AND j.id >= $2 AND (j.id > $2 OR j.id > $3)
                  ORDER BY j.id LIMIT $4"
             }
             Source::AcceptedResults => {
-                "SELECT j.id, x.id, j.key, c.label, CAST(c.weight AS TEXT), CAST(x.count AS TEXT)
+                "SELECT j.id AS job_id, x.id AS row_id, j.key, c.label, CAST(c.weight AS TEXT) AS weight,
+                        CAST(x.count AS TEXT) AS count
                  FROM jobs j
                  JOIN results x ON x.job_id = j.id AND x.round = j.round AND x.outcome = 'accepted'
                  JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
@@ -66,13 +116,16 @@ impl Source {
         connection: &mut sqlx::AnyConnection,
         run: RunId,
         after: (i64, i64),
-    ) -> Result<Vec<AnyRow>, StoreError> {
-        Ok(sqlx::query(self.page_sql()).bind(run).bind(after.0).bind(after.1).bind(PAGE).fetch_all(connection).await?)
+    ) -> Result<Vec<FoldRow>, StoreError> {
+        Ok(sqlx::query_as(self.page_sql())
+            .bind(run)
+            .bind(after.0)
+            .bind(after.1)
+            .bind(PAGE)
+            .fetch_all(connection)
+            .await?)
     }
 }
-
-/// Rows a page of a fold or a check reads (a few MB at most).
-const PAGE: i64 = 10_000;
 
 /// The fold of `counts` (one per job of `jobs`), the census's own jobs being
 /// `expected`, with its class sums and weighted sum.
@@ -129,9 +182,9 @@ impl SqlStore {
         'pages: loop {
             let page = source.page(connection, run, after).await?;
             let Some(last) = page.last() else { break };
-            after = (last.try_get(0)?, last.try_get(1)?);
-            for row in &page {
-                let key: String = row.try_get(2)?;
+            after = (last.job_id, last.row_id);
+            for row in page {
+                let key = row.key;
                 let position = if expected.get(next).is_some_and(|job| job.key == key) {
                     Some(next)
                 } else {
@@ -147,13 +200,11 @@ impl SqlStore {
                     faithful = false;
                     break 'pages;
                 };
-                if job.group != row.try_get::<String, _>(3)?
-                    || job.weight != parse_count(&row.try_get::<String, _>(4)?)?
-                {
+                if job.group != row.label || job.weight != parse_count(&row.weight)? {
                     faithful = false;
                     break 'pages;
                 }
-                counts[i] = Some(parse_count(&row.try_get::<Option<String>, _>(5)?.unwrap_or_default())?);
+                counts[i] = Some(parse_count(&row.count.unwrap_or_default())?);
                 next = i + 1;
             }
         }
@@ -181,11 +232,11 @@ impl SqlStore {
         loop {
             let page = source.page(connection, run, after).await?;
             let Some(last) = page.last() else { break };
-            after = (last.try_get(0)?, last.try_get(1)?);
-            for row in &page {
-                let weight = parse_count(&row.try_get::<String, _>(4)?)?;
-                jobs.push(JobSpec { key: row.try_get(2)?, group: row.try_get(3)?, weight });
-                counts.push(parse_count(&row.try_get::<Option<String>, _>(5)?.unwrap_or_default())?);
+            after = (last.job_id, last.row_id);
+            for row in page {
+                let weight = parse_count(&row.weight)?;
+                jobs.push(JobSpec { key: row.key, group: row.label, weight });
+                counts.push(parse_count(&row.count.unwrap_or_default())?);
             }
         }
         tokio::task::spawn_blocking(move || fold_counts(census, &expected, &jobs, &counts))
@@ -196,10 +247,10 @@ impl SqlStore {
     /// Folds a final answer again from the accepted results of the current
     /// rounds, and refuses a stored answer that differs (a tampered or
     /// damaged database), so that no wrong answer is ever shown as final.
-    async fn recheck_final(&self, run: RunId, row: &AnyRow) -> Result<Folded, StoreError> {
-        let census = read_census(run, &row.try_get::<String, _>(8)?)?;
-        let stored_answer = parse_big(&row.try_get::<Option<String>, _>(3)?.unwrap_or_default())?;
-        let stored_sum = parse_big(&row.try_get::<Option<String>, _>(2)?.unwrap_or_default())?;
+    async fn recheck_final(&self, run: RunId, row: &RunRow) -> Result<Folded, StoreError> {
+        let census = read_census(run, &row.census)?;
+        let stored_answer = parse_big(row.answer.as_deref().unwrap_or_default())?;
+        let stored_sum = parse_big(row.weighted_sum.as_deref().unwrap_or_default())?;
         let refused = |computed: String| {
             tracing::error!(run, stored = %stored_answer, %computed, "the stored answer does not match the accepted results");
             StoreError::TotalMismatch {
@@ -231,22 +282,18 @@ impl SqlStore {
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         run: RunId,
     ) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT jobs_remaining, open_conflicts, finished_at, census FROM runs WHERE id = $1")
-            .bind(run)
-            .fetch_one(&mut **tx)
-            .await?;
-        let (remaining, conflicts, finished): (i64, i64, Option<i64>) =
-            (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-        if remaining > 0 || conflicts > 0 || finished.is_some() {
+        let row: RunRow = sqlx::query_as(RUN_ROW).bind(run).fetch_one(&mut **tx).await?;
+        if row.jobs_remaining > 0 || row.open_conflicts > 0 || row.finished_at.is_some() {
             return Ok(false);
         }
-        let census = read_census(run, &row.try_get::<String, _>(3)?)?;
+        let census = read_census(run, &row.census)?;
         let folded = self.fold_run(tx, census, run, Source::DoneJobs).await?;
         let power = census.class_power();
         let mut after = -1i64;
         loop {
-            let page = sqlx::query(
-                "SELECT class_id, label, CAST(count_sum AS TEXT), CAST(contribution AS TEXT) FROM group_totals
+            let page: Vec<ClassSumsRow> = sqlx::query_as(
+                "SELECT class_id, label, CAST(count_sum AS TEXT) AS count_sum, CAST(contribution AS TEXT) AS contribution
+                 FROM group_totals
                  WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3",
             )
             .bind(run)
@@ -255,11 +302,11 @@ impl SqlStore {
             .fetch_all(&mut **tx)
             .await?;
             let Some(last) = page.last() else { break };
-            after = last.try_get(0)?;
-            for class in &page {
-                let label: String = class.try_get(1)?;
-                let in_sql = parse_big(&class.try_get::<String, _>(2)?)?;
-                let share_in_sql = parse_big(&class.try_get::<String, _>(3)?)?;
+            after = last.class_id;
+            for class in page {
+                let label = class.label;
+                let in_sql = parse_big(&class.count_sum)?;
+                let share_in_sql = parse_big(&class.contribution)?;
                 let (weight, from_jobs) = folded.class_sums.get(&label).cloned().unwrap_or_default();
                 let share = contribution(&BigUint::from(weight), &from_jobs, power);
                 if in_sql != from_jobs || share_in_sql != share {
@@ -270,11 +317,12 @@ impl SqlStore {
                 }
             }
         }
-        let in_sql = sqlx::query("SELECT CAST(weighted_sum_so_far AS TEXT) FROM run_progress WHERE run_id = $1")
-            .bind(run)
-            .fetch_one(&mut **tx)
-            .await?;
-        let sql_sum = parse_big(&in_sql.try_get::<String, _>(0)?)?;
+        let in_sql: String =
+            sqlx::query_scalar("SELECT CAST(weighted_sum_so_far AS TEXT) FROM run_progress WHERE run_id = $1")
+                .bind(run)
+                .fetch_one(&mut **tx)
+                .await?;
+        let sql_sum = parse_big(&in_sql)?;
         if sql_sum != folded.weighted_sum {
             return Err(StoreError::TotalMismatch {
                 stored: format!("weighted sum {sql_sum}"),
@@ -302,21 +350,23 @@ impl SqlStore {
         // of every job: progress is polled while the run is busiest.
         let run_row = self.ensure_run(run).await?;
         let mut progress = Progress { run_id: run, ..Progress::default() };
-        progress.jobs_total = run_row.try_get::<i64, _>(4)? as u64;
-        progress.done = progress.jobs_total - run_row.try_get::<i64, _>(5)? as u64;
-        progress.failed = run_row.try_get::<i64, _>(6)? as u64;
-        progress.conflicts = run_row.try_get::<i64, _>(1)? as u64;
+        progress.jobs_total = run_row.jobs_total as u64;
+        progress.done = progress.jobs_total - run_row.jobs_remaining as u64;
+        progress.failed = run_row.failed_jobs as u64;
+        progress.conflicts = run_row.open_conflicts as u64;
         let now = now_ms();
-        let leased = sqlx::query("SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND run_id = $1")
+        let leased: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND run_id = $1")
             .bind(run)
             .fetch_one(&self.pool)
             .await?;
-        progress.leased = leased.try_get::<i64, _>(0)? as u64;
+        progress.leased = leased as u64;
         progress.pending = progress.jobs_total.saturating_sub(progress.done + progress.failed + progress.leased);
-        progress.completions_counted = parse_big(&run_row.try_get::<String, _>(7)?)?.to_string();
-        let rejected =
-            sqlx::query("SELECT COUNT(*) FROM rejections WHERE run_id = $1").bind(run).fetch_one(&self.pool).await?;
-        progress.rejected = rejected.try_get::<i64, _>(0)? as u64;
+        progress.completions_counted = parse_big(&run_row.counted)?.to_string();
+        let rejected: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM rejections WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&self.pool)
+            .await?;
+        progress.rejected = rejected as u64;
 
         // The speed over the last minute, or over the newest RECENT results
         // if the last minute holds more: a walk back along the (run_id,
@@ -324,8 +374,8 @@ impl SqlStore {
         // minute read every result of it on each poll (a fast run's minute is
         // hundreds of thousands), and `census run` polls 20 times a second.
         const RECENT: i64 = 10_000;
-        let recent = sqlx::query(&format!(
-            "SELECT COUNT(*), MIN(finished_at) FROM
+        let recent: RecentRow = sqlx::query_as(&format!(
+            "SELECT COUNT(*) AS results, MIN(finished_at) AS oldest FROM
                (SELECT finished_at FROM results WHERE run_id = $1 AND finished_at >= $2
                 ORDER BY finished_at DESC LIMIT {RECENT}) AS newest"
         ))
@@ -333,26 +383,26 @@ impl SqlStore {
         .bind(now - 60_000)
         .fetch_one(&self.pool)
         .await?;
-        let recent_jobs: i64 = recent.try_get(0)?;
-        if let Some(first) = recent.try_get::<Option<i64>, _>(1)? {
-            progress.jobs_per_second = speed(recent_jobs, RECENT, now - first);
+        if let Some(oldest) = recent.oldest {
+            progress.jobs_per_second = speed(recent.results, RECENT, now - oldest);
         }
         let remaining = progress.jobs_total.saturating_sub(progress.done);
         if progress.jobs_per_second > 0.0 && remaining > 0 {
             progress.eta = Some(Duration::from_secs_f64(remaining as f64 / progress.jobs_per_second));
         }
-        let workers = sqlx::query(
-            "SELECT worker, jobs, CAST(completions AS TEXT), last_seen FROM worker_stats WHERE run_id = $1 ORDER BY worker",
+        let workers: Vec<WorkerRow> = sqlx::query_as(
+            "SELECT worker, jobs, CAST(completions AS TEXT) AS completions, last_seen FROM worker_stats
+             WHERE run_id = $1 ORDER BY worker",
         )
         .bind(run)
         .fetch_all(&self.pool)
         .await?;
-        for row in &workers {
+        for row in workers {
             progress.workers.push(WorkerProgress {
-                worker: row.try_get(0)?,
-                jobs: row.try_get::<i64, _>(1)? as u64,
-                completions: parse_big(&row.try_get::<String, _>(2)?)?.to_string(),
-                last_seen_unix: row.try_get::<i64, _>(3)? / 1000,
+                worker: row.worker,
+                jobs: row.jobs as u64,
+                completions: parse_big(&row.completions)?.to_string(),
+                last_seen_unix: row.last_seen / 1000,
             });
         }
         Ok(progress)
@@ -360,47 +410,47 @@ impl SqlStore {
 
     pub(super) async fn read_total(&self, run: RunId) -> Result<RunTotal, StoreError> {
         let row = self.ensure_run(run).await?;
-        let finished: Option<i64> = row.try_get(0)?;
-        let conflicts: i64 = row.try_get(1)?;
-        let census = read_census(run, &row.try_get::<String, _>(8)?)?;
-        if finished.is_some() {
+        let census = read_census(run, &row.census)?;
+        if row.finished_at.is_some() {
             let folded = self.recheck_final(run, &row).await?;
             return Ok(RunTotal {
                 run_id: run,
                 census,
-                is_final: conflicts == 0,
+                is_final: row.open_conflicts == 0,
                 weighted_sum: folded.weighted_sum,
                 answer: Some(folded.answer.value),
                 terms: folded.answer.terms,
             });
         }
         // One row: the sum the store keeps (SQLite) or Postgres adds up.
-        let so_far = sqlx::query("SELECT CAST(weighted_sum_so_far AS TEXT) FROM run_progress WHERE run_id = $1")
-            .bind(run)
-            .fetch_one(&self.pool)
-            .await?;
-        let weighted_sum = parse_big(&so_far.try_get::<Option<String>, _>(0)?.unwrap_or_else(|| "0".into()))?;
+        let so_far: Option<String> =
+            sqlx::query_scalar("SELECT CAST(weighted_sum_so_far AS TEXT) FROM run_progress WHERE run_id = $1")
+                .bind(run)
+                .fetch_one(&self.pool)
+                .await?;
+        let weighted_sum = parse_big(so_far.as_deref().unwrap_or("0"))?;
         Ok(RunTotal { run_id: run, census, is_final: false, weighted_sum, answer: None, terms: Vec::new() })
     }
 
     pub(super) async fn read_class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError> {
         self.ensure_run(run).await?;
-        let rows = sqlx::query(
-            "SELECT class_id, label, CAST(weight AS TEXT), jobs_total, jobs_done, CAST(count_sum AS TEXT) FROM classes
-             WHERE run_id = $1 ORDER BY class_id",
+        let rows: Vec<ClassRow> = sqlx::query_as(
+            "SELECT class_id, label, CAST(weight AS TEXT) AS weight, jobs_total, jobs_done,
+                    CAST(count_sum AS TEXT) AS count_sum
+             FROM classes WHERE run_id = $1 ORDER BY class_id",
         )
         .bind(run)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
+        rows.into_iter()
             .map(|row| {
                 Ok(ClassTotal {
-                    class_id: row.try_get::<i64, _>(0)? as u32,
-                    label: row.try_get(1)?,
-                    weight: parse_count(&row.try_get::<String, _>(2)?)?,
-                    jobs_total: row.try_get::<i64, _>(3)? as u32,
-                    jobs_done: row.try_get::<i64, _>(4)? as u32,
-                    count_sum: parse_big(&row.try_get::<String, _>(5)?)?,
+                    class_id: row.class_id as u32,
+                    label: row.label,
+                    weight: parse_count(&row.weight)?,
+                    jobs_total: row.jobs_total as u32,
+                    jobs_done: row.jobs_done as u32,
+                    count_sum: parse_big(&row.count_sum)?,
                 })
             })
             .collect()

@@ -1,29 +1,35 @@
-//! What the store's test suites share: runs of real censuses (the Russell
-//! stage of the 9x9 count, 440 jobs; the 2x4 shape, 26 jobs), the true
-//! count of a leased job, and a report of it as the coordinator sends one.
-
-#![allow(dead_code)] // each suite uses its part
+//! What the conformance suite, and the store's own tests, are made of:
+//! runs of real censuses (the Russell stage of the 9x9 count, 440 jobs; the
+//! 2x4 shape, 26 jobs), the true count of a leased job, and a report of it
+//! as the coordinator sends one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use census_math::census::{Census, JobCounter};
-use census_store::{Completion, JobSpec, Lease, RunSpec};
+
+use crate::{Completion, JobSpec, Lease, RunSpec};
+
+/// The lease time of the suite's leases: longer than any property takes.
+pub const TTL: Duration = Duration::from_secs(30);
 
 /// The 9x9 count on the Russell stage: 44 classes, 440 jobs.
 pub const RUSSELL: &str = "sudoku stage=russell counter=column-sets";
 /// 2x4 boxes: 26 jobs, one per class; 29,136,487,207,403,520 grids.
 pub const SMALL: &str = "shape boxes=2x4";
 
+/// The census `text` names (the suite's own texts always parse).
 pub fn census(text: &str) -> Census {
     text.parse().unwrap()
 }
 
+/// A run of `text` with its counter's version and `redundancy`.
 pub fn spec(text: &str, redundancy: u32) -> RunSpec {
     RunSpec { census: census(text), counter_version: census(text).counter_version(), redundancy }
 }
 
+/// Every job of `text`.
 pub fn jobs(text: &str) -> Vec<JobSpec> {
     census(text).jobs().unwrap()
 }
@@ -63,30 +69,3 @@ pub fn completion(lease: &Lease, worker: &str, count: u128) -> Completion {
         checked_count: None,
     }
 }
-
-/// A test of each named property on SQLite and on Postgres: the suite
-/// defines `async fn property(store: Arc<dyn JobStore>)` for each, and the
-/// stores they run on as `sqlite_store()` and `postgres_store()`.
-#[allow(unused_macros)] // not every suite runs on both stores
-macro_rules! on_both {
-    ($($property:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $property() {
-                    super::$property(super::sqlite_store().await).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $property() {
-                    super::$property(super::postgres_store().await).await;
-                }
-            )*
-        }
-    };
-}
-#[allow(unused_imports)]
-pub(crate) use on_both;

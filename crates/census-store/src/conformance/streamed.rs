@@ -3,19 +3,16 @@
 //! count, even a class whose jobs come in several chunks; a key given twice
 //! in different chunks refused with nothing stored; creating the run again
 //! finds it, mid-run, without reading the stream; and the run counts to the
-//! synthetic census's exact answer. On SQLite and Postgres.
+//! synthetic census's exact answer.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use census_math::census::Census;
 use census_math::synthetic;
-use census_store::{JobSpec, JobStore, JobStream, RunSpec, StoreConfig, StoreError, connect};
 
-mod common;
-use common::{completion, true_count};
+use super::fixtures::{TTL, completion, true_count};
+use crate::{JobSpec, JobStore, JobStream, RunSpec, StoreError};
 
-const TTL: Duration = Duration::from_secs(30);
 /// More than two chunks of the store's (10,000 jobs), and not a multiple.
 const JOBS: u64 = 25_001;
 
@@ -30,7 +27,7 @@ fn unread() -> JobStream {
     Box::new(std::iter::from_fn(|| panic!("the jobs of an existing run were read")))
 }
 
-async fn a_streamed_run_is_stored_whole_and_counts_exactly(store: Arc<dyn JobStore>) {
+pub(super) async fn a_streamed_run_is_stored_whole_and_counts_exactly(store: Arc<dyn JobStore>) {
     let (census, spec) = synthetic_census(JOBS);
     let run = store.create_run_streaming(&spec, census.job_stream().unwrap()).await.unwrap();
     let summary = store.run(run).await.unwrap();
@@ -72,7 +69,7 @@ async fn a_streamed_run_is_stored_whole_and_counts_exactly(store: Arc<dyn JobSto
     assert_eq!(total.answer, Some(synthetic::expected_answer(JOBS, 0)));
 }
 
-async fn a_class_in_many_chunks_has_all_its_jobs(store: Arc<dyn JobStore>) {
+pub(super) async fn a_class_in_many_chunks_has_all_its_jobs(store: Arc<dyn JobStore>) {
     // Three classes whose jobs alternate through three chunks.
     let (_, spec) = synthetic_census(JOBS);
     let jobs: JobStream = Box::new((0..JOBS).map(|index| JobSpec {
@@ -87,7 +84,7 @@ async fn a_class_in_many_chunks_has_all_its_jobs(store: Arc<dyn JobStore>) {
     assert_eq!(store.run(run).await.unwrap().jobs_total, JOBS);
 }
 
-async fn a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored(store: Arc<dyn JobStore>) {
+pub(super) async fn a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored(store: Arc<dyn JobStore>) {
     let (_, spec) = synthetic_census(JOBS);
     let jobs: JobStream = Box::new(
         (0..JOBS)
@@ -104,23 +101,3 @@ async fn a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored(store:
     let run = store.create_run_streaming(&spec, census.job_stream().unwrap()).await.unwrap();
     assert_eq!(store.run(run).await.unwrap().jobs_total, JOBS);
 }
-
-async fn sqlite_store() -> Arc<dyn JobStore> {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("census-streamed-creation-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
-    let _ = std::fs::remove_file(&path);
-    connect(path.to_str().unwrap(), StoreConfig::default()).await.unwrap()
-}
-
-async fn postgres_store() -> Arc<dyn JobStore> {
-    let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
-    connect(&url, StoreConfig::default()).await.unwrap()
-}
-
-common::on_both!(
-    a_streamed_run_is_stored_whole_and_counts_exactly,
-    a_class_in_many_chunks_has_all_its_jobs,
-    a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored,
-);

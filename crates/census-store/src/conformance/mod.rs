@@ -1,0 +1,115 @@
+//! The conformance suite of [`JobStore`]: every property a store must have,
+//! as one public function, [`exercise`], that any backend runs on stores it
+//! makes. SQLite and Postgres run it (`tests/conformance.rs`); a store in
+//! another crate runs it the same way, with this crate's `conformance`
+//! feature:
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! static NEXT: AtomicUsize = AtomicUsize::new(0);
+//! census_store::conformance::exercise(|config| async move {
+//!     // A new, empty database for every property.
+//!     let path = std::env::temp_dir().join(format!("conformance-{}.db", NEXT.fetch_add(1, Ordering::Relaxed)));
+//!     census_store::connect(path.to_str().unwrap(), config).await.unwrap()
+//! })
+//! .await;
+//! # }
+//! ```
+//!
+//! Each property gets a store of its own, empty, made with the
+//! [`StoreConfig`] it needs; properties run one after the other, and a
+//! failing one panics after its name is printed. The suite counts real
+//! censuses with their own counters ([`fixtures`]), and asserts published
+//! totals exactly (N0 of the 9x9 count, the 2x4 shape's total).
+
+pub mod fixtures;
+mod store;
+mod streamed;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::{JobStore, StoreConfig};
+
+/// A property's run on a store.
+type Check = fn(Arc<dyn JobStore>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One property of the suite.
+#[derive(Clone, Copy)]
+pub struct Property {
+    /// The name of the function that checks it.
+    pub name: &'static str,
+    /// The configuration of the store it runs on.
+    pub config: fn() -> StoreConfig,
+    check: Check,
+}
+
+impl Property {
+    /// Checks the property on `store` (empty, configured with
+    /// [`Property::config`]); panics if it does not hold.
+    pub async fn check(&self, store: Arc<dyn JobStore>) {
+        (self.check)(store).await
+    }
+}
+
+/// A lease cap of 50 leases an identity.
+fn capped() -> StoreConfig {
+    StoreConfig { max_leases_per_worker: 50, ..StoreConfig::default() }
+}
+
+/// The properties, each with the name of its function and the
+/// configuration it needs (the default unless named).
+macro_rules! properties {
+    ($($module:ident::$name:ident $(with $config:ident)?),* $(,)?) => {
+        /// Every property of the suite, in the order [`exercise`] checks them.
+        pub fn properties() -> Vec<Property> {
+            vec![$(Property {
+                name: stringify!($name),
+                config: properties!(@config $($config)?),
+                check: |store| Box::pin($module::$name(store)),
+            }),*]
+        }
+    };
+    (@config) => { StoreConfig::default };
+    (@config $config:ident) => { $config };
+}
+
+properties!(
+    store::idempotent_run_creation,
+    store::concurrent_lessees_drain_the_run_exactly,
+    store::an_expired_lease_is_leased_again_and_the_old_attempt_is_refused,
+    store::heartbeats_keep_leases,
+    store::duplicates_change_nothing_and_a_final_total_cannot_be_reopened,
+    store::disagreeing_identities_open_a_conflict_that_a_recount_resolves,
+    store::a_failing_job_fails_for_good_only_after_distinct_identities,
+    store::one_identity_failing_every_job_cannot_stall_a_run,
+    store::quarantine_recounts_every_result_of_the_identity,
+    store::quarantine_discards_the_identitys_votes,
+    store::the_lease_cap_holds_under_concurrent_calls with capped,
+    store::redundant_runs_need_distinct_agreeing_workers,
+    store::bad_input_gets_a_typed_error,
+    store::a_forged_job_list_never_folds,
+    store::progress_reports_the_speed_of_many_recent_results,
+    store::counts_beyond_64_bits_are_exact,
+    streamed::a_streamed_run_is_stored_whole_and_counts_exactly,
+    streamed::a_class_in_many_chunks_has_all_its_jobs,
+    streamed::a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored,
+);
+
+/// Checks every property of the suite, each on a new empty store that
+/// `make_store` opens with the property's configuration, one after the
+/// other. Panics at the first property that does not hold, naming it.
+pub async fn exercise<Make, Opened>(make_store: Make)
+where
+    Make: Fn(StoreConfig) -> Opened,
+    Opened: Future<Output = Arc<dyn JobStore>>,
+{
+    for property in properties() {
+        eprintln!("conformance: {}", property.name);
+        let store = make_store((property.config)()).await;
+        property.check(store.clone()).await;
+        store.close().await;
+    }
+}
