@@ -63,16 +63,21 @@ pub struct StoreConfig {
     pub max_leases_per_worker: u32,
 }
 
+impl StoreConfig {
+    /// The defaults, which the command line's flags show as theirs.
+    pub const DEFAULT: StoreConfig = StoreConfig {
+        max_attempts: 5,
+        fail_quorum: 2,
+        quarantine_after: 3,
+        quarantine_after_failures: 50,
+        max_lease_lifetime: Duration::from_secs(3600),
+        max_leases_per_worker: 10_000,
+    };
+}
+
 impl Default for StoreConfig {
     fn default() -> StoreConfig {
-        StoreConfig {
-            max_attempts: 5,
-            fail_quorum: 2,
-            quarantine_after: 3,
-            quarantine_after_failures: 50,
-            max_lease_lifetime: Duration::from_secs(3600),
-            max_leases_per_worker: 10_000,
-        }
+        StoreConfig::DEFAULT
     }
 }
 

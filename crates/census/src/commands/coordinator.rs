@@ -8,7 +8,7 @@ use std::time::Duration;
 use census_coordinator::auth::{hash_token, parse_token};
 use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig, TlsFiles};
 use census_math::{CounterKind, Stage};
-use census_store::{Role, StoreConfig};
+use census_store::{MAX_REDUNDANCY, Role, StoreConfig};
 
 use super::UsageError;
 use super::client::read_named;
@@ -34,28 +34,28 @@ pub struct Args {
     #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
     /// Distinct worker identities (tokens) that must agree on each job of the run created with --stage or --census, 1 to 5 (default: the census's, 1, or 2 for 4x3 and 2x6: README, "Checked results").
-    #[arg(long, env = "CENSUS_REDUNDANCY", value_parser = clap::value_parser!(u32).range(1..=5))]
+    #[arg(long, env = "CENSUS_REDUNDANCY", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_REDUNDANCY)))]
     redundancy: Option<u32>,
     /// Seconds a lease lasts without a heartbeat, 1 to 3600.
-    #[arg(long, env = "CENSUS_LEASE_TTL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, env = "CENSUS_LEASE_TTL", default_value_t = CoordinatorConfig::default().lease_ttl.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
     lease_ttl: u64,
     /// Seconds after which a lease ends however often it is heartbeated, 1 to 604800.
-    #[arg(long, env = "CENSUS_MAX_LEASE_LIFETIME", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    #[arg(long, env = "CENSUS_MAX_LEASE_LIFETIME", default_value_t = StoreConfig::DEFAULT.max_lease_lifetime.as_secs(), value_parser = clap::value_parser!(u64).range(1..=604_800))]
     max_lease_lifetime: u64,
     /// The most leases one worker identity holds at once, 1 to 1000000.
-    #[arg(long, env = "CENSUS_MAX_LEASES_PER_WORKER", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, env = "CENSUS_MAX_LEASES_PER_WORKER", default_value_t = StoreConfig::DEFAULT.max_leases_per_worker, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_leases_per_worker: u32,
     /// Failures after which a job is failed for good (until `census requeue`), 1 to 1000.
-    #[arg(long, env = "CENSUS_MAX_ATTEMPTS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, env = "CENSUS_MAX_ATTEMPTS", default_value_t = StoreConfig::DEFAULT.max_attempts, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_attempts: u32,
     /// Distinct worker identities whose failures a job needs before it is failed for good, 1 to 5.
-    #[arg(long, env = "CENSUS_FAIL_QUORUM", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=5))]
+    #[arg(long, env = "CENSUS_FAIL_QUORUM", default_value_t = StoreConfig::DEFAULT.fail_quorum, value_parser = clap::value_parser!(u32).range(1..=5))]
     fail_quorum: u32,
     /// Reported failures after which a worker identity is quarantined, 1 to 1000000.
-    #[arg(long, env = "CENSUS_QUARANTINE_AFTER_FAILURES", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, env = "CENSUS_QUARANTINE_AFTER_FAILURES", default_value_t = StoreConfig::DEFAULT.quarantine_after_failures, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     quarantine_after_failures: u32,
     /// Rejected results after which a worker identity is quarantined, 1 to 1000.
-    #[arg(long, env = "CENSUS_QUARANTINE_AFTER", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, env = "CENSUS_QUARANTINE_AFTER", default_value_t = StoreConfig::DEFAULT.quarantine_after, value_parser = clap::value_parser!(u32).range(1..=1000))]
     quarantine_after: u32,
     /// The share of results the coordinator counts again (0 to 1; 1 checks every result; default: each census's, 1, or 0.01 for 4x3 and 2x6, whose runs need 2 identities to agree instead).
     #[arg(long, env = "CENSUS_VALIDATE_FRACTION", value_parser = parse_fraction)]

@@ -20,7 +20,7 @@ pub struct Args {
     #[arg(long, env = "CENSUS_COUNTER", help = super::COUNTER_HELP)]
     counter: Option<String>,
     /// Distinct worker identities (tokens) that must agree on each job, 1 to 5 (default: the census's, 1, or 2 for 4x3 and 2x6: README, "Checked results").
-    #[arg(long, env = "CENSUS_REDUNDANCY", value_parser = clap::value_parser!(u32).range(1..=5))]
+    #[arg(long, env = "CENSUS_REDUNDANCY", value_parser = clap::value_parser!(u32).range(1..=i64::from(census_store::MAX_REDUNDANCY)))]
     redundancy: Option<u32>,
     /// Runs with higher priority are leased first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]

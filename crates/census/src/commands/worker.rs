@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long, env = "CENSUS_THREADS", value_parser = super::parse_threads)]
     threads: Option<usize>,
     /// Jobs per lease, 1 to 10000 (default: adapted to about a second of counting per thread).
-    #[arg(long, env = "CENSUS_BATCH", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, env = "CENSUS_BATCH", value_parser = clap::value_parser!(u32).range(1..=i64::from(census_proto::limits::MAX_BATCH)))]
     batch: Option<u32>,
     /// This worker's label in its logs (default: host name and process id);
     /// the coordinator knows it by its token's name.
