@@ -267,6 +267,18 @@ impl Census {
         matches!(self, Census::Sudoku { .. })
     }
 
+    /// How many jobs, one after another in the job order, a worker's
+    /// thread should count together: 4x3 gangsters next to each other
+    /// share their first three stacks, and counting a few dozen of them at
+    /// once costs little more than one ([`JobCounter::count_many`];
+    /// BENCHMARKS.md). 1 for the other kinds.
+    pub fn jobs_counted_together(&self) -> u32 {
+        match self {
+            Census::Shape { rows, .. } if *rows != 2 => 32,
+            _ => 1,
+        }
+    }
+
     /// How the results of this census are checked when the operator does
     /// not say (`--redundancy`, `--validate-fraction`).
     ///
@@ -637,6 +649,48 @@ impl JobCounter {
         };
         count.ok_or(CensusError::Cancelled)
     }
+
+    /// The counts of several jobs, each as [`JobCounter::count_cancellable`]
+    /// would give it, counted together where that is cheaper (4x3
+    /// gangsters that share their first three stacks read the same table
+    /// rows: [`three_bands::TablePool::count_many`]). A key that cannot be
+    /// read fails alone; once `cancel` is set the jobs not yet counted are
+    /// [`CensusError::Cancelled`].
+    pub fn count_many(&self, keys: &[&str], cancel: &AtomicBool) -> Vec<Result<u128, CensusError>> {
+        let JobCounter::ThreeBands { r, tables } = self else {
+            return keys.iter().map(|key| self.count_cancellable(key, cancel)).collect();
+        };
+        let mut counts: Vec<Result<u128, CensusError>> = Vec::with_capacity(keys.len());
+        let mut readable = Vec::new();
+        for key in keys {
+            let bad = |reason: String| CensusError::BadKey { key: key.to_string(), reason };
+            let pattern = match key.strip_prefix(&format!("{r}x3:")) {
+                None => Err(bad(format!("not a {r} x 3 key"))),
+                Some(_) => three_bands::parse_key(key).map_err(|e| bad(e.to_string())),
+            };
+            if let Ok(pattern) = &pattern {
+                readable.push((counts.len(), pattern.clone()));
+            }
+            counts.push(pattern.map(|_| 0));
+        }
+        let patterns: Vec<three_bands::Pattern> = readable.iter().map(|(_, pattern)| pattern.clone()).collect();
+        match tables.count_many(&patterns, cancel) {
+            Ok(together) => {
+                for ((index, _), count) in readable.iter().zip(together) {
+                    counts[*index] = Ok(count);
+                }
+            }
+            Err(error) => {
+                for (index, _) in &readable {
+                    counts[*index] = Err(match &error {
+                        three_bands::ThreeBandError::Cancelled => CensusError::Cancelled,
+                        other => CensusError::BadKey { key: keys[*index].to_string(), reason: other.to_string() },
+                    });
+                }
+            }
+        }
+        counts
+    }
 }
 
 fn parse_seed(text: &str) -> Option<Seed> {
@@ -787,6 +841,33 @@ mod tests {
         assert_eq!(census.fold(&jobs, &counts).unwrap().value, BigUint::from(7u32));
         counts[identity] += 1;
         assert!(census.fold(&jobs, &counts).unwrap_err().to_string().contains("not a multiple"));
+    }
+
+    /// Counting jobs together gives each its own count, a bad key fails
+    /// alone, and a cancelled count gives no number (r = 2: the three
+    /// gangsters of 6x6 grids with 2x3 boxes, whose counts fold to
+    /// 28,200,960 in three_bands' tests).
+    #[test]
+    fn jobs_counted_together_count_as_alone() {
+        let counter = JobCounter::ThreeBands { r: 2, tables: three_bands::TablePool::new(2).unwrap() };
+        let jobs = three_bands::jobs(2).unwrap();
+        let mut keys: Vec<&str> = jobs.iter().map(|job| job.key.as_str()).collect();
+        keys.insert(1, "2x3:not a pattern");
+        keys.push("4x3:00.00.11.11.22.22");
+        let never = AtomicBool::new(false);
+        let together = counter.count_many(&keys, &never);
+        assert_eq!(together.len(), keys.len());
+        for (key, count) in keys.iter().zip(&together) {
+            match counter.count(key) {
+                Ok(alone) => assert_eq!(count.as_ref().ok(), Some(&alone), "{key}"),
+                Err(_) => assert!(matches!(count, Err(CensusError::BadKey { .. })), "{key}: {count:?}"),
+            }
+        }
+        assert_eq!(together.iter().filter(|count| count.is_ok()).count(), jobs.len());
+        let stopped = AtomicBool::new(true);
+        assert!(counter.count_many(&keys[..1], &stopped).iter().all(|c| matches!(c, Err(CensusError::Cancelled))));
+        assert_eq!(Census::Shape { rows: 4, cols: 3, gangsters: None }.jobs_counted_together(), 32);
+        assert_eq!(Census::EssentiallyDifferent.jobs_counted_together(), 1);
     }
 
     #[test]

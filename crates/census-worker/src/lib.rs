@@ -108,6 +108,13 @@ pub fn batch_for_rate(jobs: usize, elapsed: Duration, threads: usize, lease_ttl:
     (jobs_per_second * target).clamp(smallest, f64::from(LARGEST_BATCH)) as u32
 }
 
+/// The least batch for a census whose threads count `together` jobs at
+/// once ([`Census::jobs_counted_together`]): that many a thread, however
+/// long each takes, within `LARGEST_BATCH`.
+pub fn batch_counted_together(together: u32, threads: usize) -> u32 {
+    (together as usize).saturating_mul(threads).clamp(1, LARGEST_BATCH as usize) as u32
+}
+
 const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_CAP: Duration = Duration::from_secs(10);
 /// How long a draining worker keeps trying to report the counts in hand.
@@ -173,8 +180,16 @@ pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Re
             flag.store(true, Ordering::Relaxed);
         }
     });
-    let mut worker =
-        Worker { config, client, stop, cancel, counters: HashMap::new(), report: WorkerReport::default(), leased: 0 };
+    let mut worker = Worker {
+        config,
+        client,
+        stop,
+        cancel,
+        counters: HashMap::new(),
+        report: WorkerReport::default(),
+        leased: 0,
+        together: 1,
+    };
     let worked = worker.work().await;
     watcher.abort();
     worked?;
@@ -199,6 +214,10 @@ struct Worker {
     report: WorkerReport,
     /// Jobs leased so far, against `max_jobs`.
     leased: u64,
+    /// Jobs a thread counts together in the last batch's census
+    /// ([`Census::jobs_counted_together`]): the next batch asks for at
+    /// least that many a thread.
+    together: u32,
 }
 
 impl Worker {
@@ -276,7 +295,8 @@ impl Worker {
             let counted = self.count_batch(response.jobs, ttl).await?;
             let Some((results, heartbeat)) = counted else { break };
             if self.config.batch.is_none() {
-                batch = batch_for_rate(jobs, started.elapsed(), self.config.threads, ttl);
+                batch = batch_for_rate(jobs, started.elapsed(), self.config.threads, ttl)
+                    .max(batch_counted_together(self.together, self.config.threads));
             }
             // The coordinator checks results by counting them again, which
             // for slow jobs takes as long as counting did: the report goes
@@ -318,7 +338,11 @@ impl Worker {
             return Ok(counter.clone());
         }
         let parsed: Census = census.parse().map_err(|e| format!("this worker cannot count the census: {e}"))?;
-        let counter = Arc::new(CensusCounter { counter: parsed.job_counter(), version: parsed.counter_version() });
+        let counter = Arc::new(CensusCounter {
+            counter: parsed.job_counter(),
+            version: parsed.counter_version(),
+            together: parsed.jobs_counted_together(),
+        });
         self.counters.insert(census.to_string(), counter.clone());
         Ok(counter)
     }
@@ -332,9 +356,13 @@ impl Worker {
         ttl: Duration,
     ) -> Result<Option<(Vec<JobResult>, tokio::task::JoinHandle<()>)>, WorkerError> {
         let mut runnable = Vec::with_capacity(jobs.len());
+        self.together = 1;
         for job in jobs {
             match self.counter(&job.census) {
-                Ok(counter) => runnable.push((job, counter)),
+                Ok(counter) => {
+                    self.together = self.together.max(counter.together);
+                    runnable.push((job, counter));
+                }
                 Err(reason) => self.fail(&job, &reason).await,
             }
         }
@@ -343,9 +371,12 @@ impl Worker {
             self.spawn_heartbeat(runnable.iter().map(|(job, _)| job.token.clone()).collect(), ttl, cancelled.clone());
 
         let threads = self.config.threads.min(runnable.len()).max(1);
+        // Each thread takes a run of neighbouring jobs, which some censuses
+        // count together (`count_chunk`).
         let mut chunks: Vec<Vec<(Job, Arc<CensusCounter>)>> = (0..threads).map(|_| Vec::new()).collect();
+        let total = runnable.len();
         for (i, job) in runnable.into_iter().enumerate() {
-            chunks[i % threads].push(job);
+            chunks[i * threads / total].push(job);
         }
         let tasks: Vec<_> = chunks
             .into_iter()
@@ -522,15 +553,18 @@ impl Reporter {
     }
 }
 
-/// A census's job counter and the version its results carry.
+/// A census's job counter, the version its results carry, and how many
+/// of its jobs a thread counts together.
 struct CensusCounter {
     counter: JobCounter,
     version: String,
+    together: u32,
 }
 
-/// Counts jobs on the current (blocking) thread; a job cancelled by a lost
-/// lease is skipped; once `cancel` is set, the job under way gives up and
-/// the rest are left uncounted.
+/// Counts jobs on the current (blocking) thread, neighbours of one census
+/// together ([`JobCounter::count_many`]); a job cancelled by a lost lease
+/// is skipped; once `cancel` is set, the jobs under way give up and the
+/// rest are left uncounted.
 fn count_chunk(
     chunk: Vec<(Job, Arc<CensusCounter>)>,
     cancelled: &Mutex<HashSet<String>>,
@@ -538,32 +572,49 @@ fn count_chunk(
 ) -> (Vec<JobResult>, Vec<(Job, String)>) {
     let mut results = Vec::with_capacity(chunk.len());
     let mut failures = Vec::new();
-    for (job, counter) in chunk {
+    let mut rest = chunk.into_iter().peekable();
+    while let Some((job, counter)) = rest.next() {
+        let mut group = vec![job];
+        while group.len() < counter.together as usize
+            && let Some((_, next)) = rest.peek()
+            && Arc::ptr_eq(next, &counter)
+        {
+            group.push(rest.next().expect("peeked").0);
+        }
         if cancel.load(Ordering::Relaxed) {
             break;
         }
-        if cancelled.lock().expect("never poisoned").contains(&job.token) {
+        let lost = cancelled.lock().expect("never poisoned");
+        group.retain(|job| !lost.contains(&job.token));
+        drop(lost);
+        if group.is_empty() {
             continue;
         }
         let started = Instant::now();
-        let count = match counter.counter.count_cancellable(&job.key, cancel) {
-            Ok(count) => count,
-            Err(CensusError::Cancelled) => break,
-            Err(error) => {
-                failures.push((job, error.to_string()));
-                continue;
-            }
-        };
-        metrics::counter!("census_worker_jobs_counted_total").increment(1);
-        metrics::histogram!("census_worker_job_seconds").record(started.elapsed().as_secs_f64());
-        results.push(JobResult {
-            job_id: job.job_id,
-            token: job.token,
-            key: job.key,
-            count: count.to_string(),
-            elapsed_seconds: started.elapsed().as_secs_f64(),
-            counter_version: counter.version.clone(),
-        });
+        let keys: Vec<&str> = group.iter().map(|job| job.key.as_str()).collect();
+        let counts = counter.counter.count_many(&keys, cancel);
+        // Counted together, the jobs share the time.
+        let seconds = started.elapsed().as_secs_f64() / group.len() as f64;
+        for (job, count) in group.into_iter().zip(counts) {
+            let count = match count {
+                Ok(count) => count,
+                Err(CensusError::Cancelled) => return (results, failures),
+                Err(error) => {
+                    failures.push((job, error.to_string()));
+                    continue;
+                }
+            };
+            metrics::counter!("census_worker_jobs_counted_total").increment(1);
+            metrics::histogram!("census_worker_job_seconds").record(seconds);
+            results.push(JobResult {
+                job_id: job.job_id,
+                token: job.token,
+                key: job.key,
+                count: count.to_string(),
+                elapsed_seconds: seconds,
+                counter_version: counter.version.clone(),
+            });
+        }
     }
     (results, failures)
 }
@@ -589,6 +640,19 @@ mod tests {
         assert_eq!(batch_for_rate(500, Duration::from_millis(500), 4, TTL), 1000);
         // The same rate measured on a batch of 125.
         assert_eq!(batch_for_rate(125, Duration::from_millis(125), 4, TTL), 1000);
+    }
+
+    /// 4x3 gangsters are counted a few dozen at a time on each thread
+    /// however long they take; other kinds as their rate says.
+    #[test]
+    fn jobs_counted_together_are_leased_together() {
+        let twelve: Census = "shape boxes=4x3".parse().unwrap();
+        let slow = batch_for_rate(2, Duration::from_secs(200), 2, TTL);
+        assert_eq!(slow, 2);
+        assert_eq!(slow.max(batch_counted_together(twelve.jobs_counted_together(), 2)), 64);
+        assert_eq!(batch_counted_together(Census::EssentiallyDifferent.jobs_counted_together(), 2), 2);
+        assert_eq!(batch_counted_together(32, 1024), LARGEST_BATCH);
+        assert_eq!(batch_counted_together(0, 0), 1);
     }
 
     #[test]
