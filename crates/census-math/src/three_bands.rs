@@ -754,9 +754,16 @@ pub struct ThreeBandJob {
     pub weight: u128,
 }
 
-/// The jobs of r x 3 boxes, one per gangster, in the order of [`gangsters`].
+/// The jobs of r x 3 boxes, one per gangster: the gangsters of
+/// [`gangsters`] with those that share their first r - 1 stacks next to
+/// each other (otherwise in the order listed), so that a worker counting a
+/// run of neighbouring jobs together ([`TablePool::count_many`]) reads each
+/// pair of table rows once for all of them.
 pub fn jobs(r: usize) -> Result<Vec<ThreeBandJob>, ThreeBandError> {
-    Ok(gangsters(r)?
+    let mut listed = gangsters(r)?;
+    // Stable: within a group, the listed order.
+    listed.sort_by_cached_key(|gangster| first_stacks(&gangster.pattern));
+    Ok(listed
         .into_iter()
         .enumerate()
         .map(|(index, gangster)| ThreeBandJob {
@@ -765,6 +772,21 @@ pub fn jobs(r: usize) -> Result<Vec<ThreeBandJob>, ThreeBandError> {
             weight: gangster.size,
         })
         .collect())
+}
+
+/// Each digit's columns in the first r - 1 stacks (the last stack's set
+/// to 0), in the pattern's digit order: equal for gangsters that are
+/// counted together.
+fn first_stacks(pattern: &Pattern) -> Vec<[u8; MAX_R]> {
+    let last = pattern.r() - 1;
+    pattern
+        .digit_vectors()
+        .into_iter()
+        .map(|mut vector| {
+            vector[last] = 0;
+            vector
+        })
+        .collect()
 }
 
 /// Reads a job key back into its r and pattern.
@@ -879,6 +901,22 @@ pub fn parse_published_counts(text: &str) -> Result<Vec<(u32, u128)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The jobs of a group (gangsters with the same first r - 1 stacks,
+    /// counted together) are neighbours: 359 groups for r = 4, each one
+    /// run of the job list, every gangster once.
+    #[test]
+    fn gangsters_counted_together_are_neighbours_in_the_job_list() {
+        let listed = jobs(4).unwrap();
+        assert_eq!(listed.len(), 144_578);
+        let prefixes: Vec<Vec<[u8; MAX_R]>> =
+            listed.iter().map(|job| first_stacks(&parse_key(&job.key).unwrap())).collect();
+        let runs = 1 + prefixes.windows(2).filter(|pair| pair[0] != pair[1]).count();
+        let distinct: std::collections::HashSet<_> = prefixes.iter().collect();
+        assert_eq!((runs, distinct.len()), (359, 359));
+        let keys: std::collections::HashSet<_> = listed.iter().map(|job| &job.key).collect();
+        assert_eq!(keys.len(), listed.len());
+    }
 
     fn plain(r: usize) -> Vec<[u8; MAX_R]> {
         (0..3 * r).map(|d| [(d / r) as u8; MAX_R]).collect()
