@@ -4,16 +4,24 @@
 //! (indexes in the order of `three_bands::gangsters`; none: the gangster
 //! whose four stacks split the digits alike, Silver's gangster 0).
 //!
+//! With `fill` first, fills the whole table before the first gangster and
+//! says how long that took.
+//!
 //! Prints, per gangster, G / 4!^2 (Silver's published form), whether that
 //! value is in the sample of his published counts, the seconds taken, and
-//! how many table entries and classes' b are known so far.
+//! how many table entries are filled so far (rows coloured, rows
+//! relabelled).
 use census_math::three_bands::stack_pairs::StackPairTable;
 use census_math::three_bands::{Pattern, gangsters, parse_published_counts};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 fn main() {
-    let words: Vec<String> = std::env::args().skip(1).collect();
+    let mut words: Vec<String> = std::env::args().skip(1).collect();
+    let fill = words.first().is_some_and(|word| word == "fill");
+    if fill {
+        words.remove(0);
+    }
     let classes = gangsters(4).expect("r = 4");
     let alike = Pattern::parse(4, "0000.0000.0000.0000.1111.1111.1111.1111.2222.2222.2222.2222").expect("a pattern");
     let patterns: Vec<(String, Pattern)> = if words.is_empty() {
@@ -35,20 +43,32 @@ fn main() {
     let mut table = StackPairTable::new(4).expect("r = 4");
     println!("table set up in {:.2} s", start.elapsed().as_secs_f64());
     let never = AtomicBool::new(false);
+    if fill {
+        let start = Instant::now();
+        table.fill_all(&never).expect("never cancelled");
+        println!(
+            "table filled in {:.2} s: {} entries, {} rows coloured, {} relabelled",
+            start.elapsed().as_secs_f64(),
+            table.filled(),
+            table.rows_coloured(),
+            table.rows_relabelled()
+        );
+    }
     for (name, pattern) in patterns {
         let start = Instant::now();
         let g = table.completions(&pattern, &never).expect("never cancelled");
         let silver = g / 576;
         let known = published.iter().find(|&&(_, count)| count == silver && g.is_multiple_of(576)).map(|(i, _)| *i);
         println!(
-            "gangster {name}: G / 576 = {silver}{}, {:.2} s, {} entries, {} classes",
+            "gangster {name}: G / 576 = {silver}{}, {:.2} s, {} entries ({} rows coloured, {} relabelled)",
             match known {
                 Some(i) => format!(" (Silver's {i})"),
                 None => String::new(),
             },
             start.elapsed().as_secs_f64(),
             table.filled(),
-            table.classes()
+            table.rows_coloured(),
+            table.rows_relabelled()
         );
     }
 }
