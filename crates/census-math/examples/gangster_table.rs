@@ -5,7 +5,10 @@
 //! whose four stacks split the digits alike, Silver's gangster 0).
 //!
 //! With `fill` first, fills the whole table before the first gangster and
-//! says how long that took.
+//! says how long that took. `group INDEX COUNT` instead of indexes counts
+//! together (`completions_of_many`) the first COUNT gangsters of the list
+//! that share gangster INDEX's first three stacks, and gives the time of the
+//! whole and per gangster.
 //!
 //! Prints, per gangster, G / 4!^2 (Silver's published form), whether that
 //! value is in the sample of his published counts, the seconds taken, and
@@ -24,8 +27,10 @@ fn main() {
     }
     let classes = gangsters(4).expect("r = 4");
     let alike = Pattern::parse(4, "0000.0000.0000.0000.1111.1111.1111.1111.2222.2222.2222.2222").expect("a pattern");
-    let patterns: Vec<(String, Pattern)> = if words.is_empty() {
-        vec![("alike".to_string(), alike)]
+    let patterns: Vec<(String, Pattern)> = if words.first().is_some_and(|w| w == "group") {
+        Vec::new()
+    } else if words.is_empty() {
+        vec![("alike".to_string(), alike.clone())]
     } else {
         words
             .iter()
@@ -53,6 +58,39 @@ fn main() {
             table.rows_coloured(),
             table.rows_relabelled()
         );
+    }
+    if let Some(("group", rest)) = words.split_first().map(|(a, b)| (a.as_str(), b)) {
+        let number = |i: usize| rest.get(i).and_then(|w| w.parse::<usize>().ok()).expect("group START COUNT");
+        let first = match rest.first().map(String::as_str) {
+            Some("alike") => classes.iter().position(|c| c.pattern == alike).expect("the alike pattern is listed"),
+            _ => number(0),
+        };
+        let count = number(1);
+        // The first COUNT gangsters (in list order) whose first three stacks are START's.
+        let prefix = |p: &Pattern| -> Vec<[u8; 3]> { p.digit_vectors().iter().map(|v| [v[0], v[1], v[2]]).collect() };
+        let shared = prefix(&classes[first].pattern);
+        let (indexes, members): (Vec<usize>, Vec<Pattern>) = classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| prefix(&c.pattern) == shared)
+            .take(count)
+            .map(|(i, c)| (i, c.pattern.clone()))
+            .unzip();
+        let count = members.len();
+        let start = Instant::now();
+        let counts = table.completions_of_many(&members, &never).expect("never cancelled");
+        let seconds = start.elapsed().as_secs_f64();
+        for (i, g) in counts.iter().enumerate() {
+            let known = published.iter().find(|&&(_, c)| c == g / 576 && g.is_multiple_of(576)).map(|(i, _)| *i);
+            println!(
+                "gangster {}: G / 576 = {}{}",
+                indexes[i],
+                g / 576,
+                known.map(|i| format!(" (Silver's {i})")).unwrap_or_default()
+            );
+        }
+        println!("{count} gangsters in {seconds:.2} s, {:.2} s a gangster", seconds / count as f64);
+        return;
     }
     for (name, pattern) in patterns {
         let start = Instant::now();
