@@ -60,36 +60,42 @@ fn main() {
         );
     }
     if let Some(("group", rest)) = words.split_first().map(|(a, b)| (a.as_str(), b)) {
-        let number = |i: usize| rest.get(i).and_then(|w| w.parse::<usize>().ok()).expect("group START COUNT");
-        let first = match rest.first().map(String::as_str) {
-            Some("alike") => classes.iter().position(|c| c.pattern == alike).expect("the alike pattern is listed"),
-            _ => number(0),
-        };
-        let count = number(1);
-        // The first COUNT gangsters (in list order) whose first three stacks are START's.
-        let prefix = |p: &Pattern| -> Vec<[u8; 3]> { p.digit_vectors().iter().map(|v| [v[0], v[1], v[2]]).collect() };
-        let shared = prefix(&classes[first].pattern);
-        let (indexes, members): (Vec<usize>, Vec<Pattern>) = classes
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| prefix(&c.pattern) == shared)
-            .take(count)
-            .map(|(i, c)| (i, c.pattern.clone()))
-            .unzip();
-        let count = members.len();
-        let start = Instant::now();
-        let counts = table.completions_of_many(&members, &never).expect("never cancelled");
-        let seconds = start.elapsed().as_secs_f64();
-        for (i, g) in counts.iter().enumerate() {
-            let known = published.iter().find(|&&(_, c)| c == g / 576 && g.is_multiple_of(576)).map(|(i, _)| *i);
+        for pair in rest.chunks(2) {
+            let count = pair.get(1).and_then(|w| w.parse::<usize>().ok()).expect("group INDEX COUNT [INDEX COUNT ...]");
+            let first = match pair[0].as_str() {
+                "alike" => classes.iter().position(|c| c.pattern == alike).expect("the alike pattern is listed"),
+                index => index.parse::<usize>().expect("group INDEX COUNT [INDEX COUNT ...]"),
+            };
+            // The first COUNT gangsters (in list order) whose first three stacks are INDEX's.
+            let prefix =
+                |p: &Pattern| -> Vec<[u8; 3]> { p.digit_vectors().iter().map(|v| [v[0], v[1], v[2]]).collect() };
+            let shared = prefix(&classes[first].pattern);
+            let (indexes, members): (Vec<usize>, Vec<Pattern>) = classes
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| prefix(&c.pattern) == shared)
+                .take(count)
+                .map(|(i, c)| (i, c.pattern.clone()))
+                .unzip();
+            let count = members.len();
+            let (start, cpu) = (Instant::now(), cpu_seconds());
+            let counts = table.completions_of_many(&members, &never).expect("never cancelled");
+            let (seconds, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+            for (i, g) in counts.iter().enumerate() {
+                let known = published.iter().find(|&&(_, c)| c == g / 576 && g.is_multiple_of(576)).map(|(i, _)| *i);
+                println!(
+                    "gangster {}: G / 576 = {}{}",
+                    indexes[i],
+                    g / 576,
+                    known.map(|i| format!(" (Silver's {i})")).unwrap_or_default()
+                );
+            }
             println!(
-                "gangster {}: G / 576 = {}{}",
-                indexes[i],
-                g / 576,
-                known.map(|i| format!(" (Silver's {i})")).unwrap_or_default()
+                "group of gangster {first}: {count} gangsters in {seconds:.2} s wall, {cpu:.2} s CPU, {:.2} CPU s a gangster ({} rows coloured so far)",
+                cpu / count as f64,
+                table.rows_coloured()
             );
         }
-        println!("{count} gangsters in {seconds:.2} s, {:.2} s a gangster", seconds / count as f64);
         return;
     }
     for (name, pattern) in patterns {
@@ -109,4 +115,13 @@ fn main() {
             table.rows_relabelled()
         );
     }
+}
+
+/// The CPU time of this (single-threaded) process so far, from
+/// /proc/self/schedstat (nanoseconds on a CPU); 0 where it cannot be read.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/schedstat")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()))
+        .map_or(0.0, |ns| ns / 1e9)
 }
