@@ -14,9 +14,9 @@
 //!
 //! a table of nodes x splits^2 (9 x 5,775^2 entries of 32 bits for r = 4,
 //! 1.2 GB). A row of it (node and split 2) is filled whole, by colouring
-//! ([`Colouring`]: no class lookups and no per-class b), the first time a
+//! (`Colouring`: no class lookups and no per-class b), the first time a
 //! term reads it; rows that a relabelling keeping the node maps onto each
-//! other are coloured once ([`NodeOrbits`]). A term of G is then two reads
+//! other are coloured once (`NodeOrbits`). A term of G is then two reads
 //! and a multiply-add: for each choice of the middle band's first two
 //! stacks (and so the bottom band's) the renaming is found once, and
 //! applied to the 346 choices of each of the last two stacks; the inner
@@ -275,8 +275,8 @@ fn transversal_partitions(r: usize, labels: &[u8; MAX_DIGITS]) -> Vec<u16> {
     let n = 3 * r;
     let mut columns = [[0u8; MAX_R]; 3];
     let mut sizes = [0usize; 3];
-    for d in 0..n {
-        let c = usize::from(labels[d]);
+    for (d, &label) in labels[..n].iter().enumerate() {
+        let c = usize::from(label);
         columns[c][sizes[c]] = d as u8;
         sizes[c] += 1;
     }
@@ -495,8 +495,8 @@ impl NodeOrbits {
 /// b of every band by its node and the renamed splits of its other stacks,
 /// one per process and shared by every gangster it counts. A row (node and
 /// the splits of stacks 2 .. r-1) is filled whole when first read: by
-/// colouring ([`Colouring`]) for the first row of its orbit under the
-/// relabellings that keep the node ([`NodeOrbits`]), by relabelling that
+/// colouring (`Colouring`) for the first row of its orbit under the
+/// relabellings that keep the node (`NodeOrbits`), by relabelling that
 /// row for the others.
 pub struct StackPairTable {
     r: usize,
