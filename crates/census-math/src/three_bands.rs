@@ -829,13 +829,12 @@ impl TablePool {
         self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(table);
         Ok(band_count(pattern) * g?)
     }
-}
 
-impl TablePool {
     /// b(T) x G(T) for each pattern's class, counted together where their
     /// first r - 1 stacks agree ([`stack_pairs::StackPairTable::completions_of_many`]):
-    /// for r = 4 a group of gangsters costs little more than one, as the
-    /// table rows a term reads are brought into the cache once per group.
+    /// the table rows a term reads are brought into the cache once per
+    /// group, so for r = 4 a gangster in a group of 30 costs about an eighth
+    /// of one counted alone (BENCHMARKS.md).
     pub fn count_many(&self, patterns: &[Pattern], cancel: &AtomicBool) -> Result<Vec<u128>, ThreeBandError> {
         if let Some(other) = patterns.iter().find(|p| p.r() != self.r) {
             return Err(ThreeBandError::UnsupportedShape { r: other.r() });
