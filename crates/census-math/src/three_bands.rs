@@ -872,13 +872,6 @@ impl TablePool {
     }
 }
 
-impl TablePool {
-    /// b(T) x G(T) for each pattern's class, one after another on one table.
-    pub fn count_many(&self, patterns: &[Pattern], cancel: &AtomicBool) -> Result<Vec<u128>, ThreeBandError> {
-        patterns.iter().map(|pattern| self.count(pattern, cancel)).collect()
-    }
-}
-
 /// The number of grids: the sum of weight x count over the jobs of
 /// [`jobs`] (the caller checks that the results are exactly those jobs).
 pub fn fold<'a>(results: impl IntoIterator<Item = (&'a ThreeBandJob, u128)>) -> num_bigint::BigUint {
