@@ -400,11 +400,13 @@ async fn redundancy_counts_distinct_identities(store: Arc<dyn JobStore>) {
 /// results for the coordinator's one-in-a-hundred recount, so the quorum
 /// alone decides: the same history on every run.
 async fn a_liar_is_outvoted_at_the_default_check_of_4x3(store: Arc<dyn JobStore>) {
-    use census_math::three_bands::{Pattern, band_count, gangsters, least};
+    use census_math::three_bands::{Pattern, band_count, jobs, least};
+    // Its number in the job list, which `gangsters=START..END` slices.
     static ALIKE: std::sync::LazyLock<(usize, Pattern)> = std::sync::LazyLock::new(|| {
         let alike = Pattern::parse(4, "0000.0000.0000.0000.1111.1111.1111.1111.2222.2222.2222.2222").unwrap();
         let listed = least(&alike);
-        (gangsters(4).unwrap().iter().position(|g| g.pattern == listed).unwrap(), listed)
+        let key = format!("4x3:{}", listed.key());
+        (jobs(4).unwrap().iter().position(|job| job.key == key).unwrap(), listed)
     });
     let config = CoordinatorConfig { validation_seed: Some(1), ..CoordinatorConfig::default() };
     assert_eq!(config.validate_fraction, None, "the census's own check");
