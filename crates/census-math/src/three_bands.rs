@@ -838,18 +838,7 @@ impl TablePool {
 
     /// b(T) x G(T) for the pattern's class.
     pub fn count(&self, pattern: &Pattern, cancel: &AtomicBool) -> Result<u128, ThreeBandError> {
-        if pattern.r() != self.r {
-            return Err(ThreeBandError::UnsupportedShape { r: pattern.r() });
-        }
-        let taken = self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        let mut table = match taken {
-            Some(table) => table,
-            None => stack_pairs::StackPairTable::new(self.r)?,
-        };
-        let g = table.completions(pattern, cancel);
-        // A cancelled count leaves only whole entries behind: the table stays good.
-        self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(table);
-        Ok(band_count(pattern) * g?)
+        Ok(self.count_many(std::slice::from_ref(pattern), cancel)?[0])
     }
 
     /// b(T) x G(T) for each pattern's class, counted together where their
@@ -867,6 +856,7 @@ impl TablePool {
             None => stack_pairs::StackPairTable::new(self.r)?,
         };
         let gs = table.completions_of_many(patterns, cancel);
+        // A cancelled count leaves only whole entries behind: the table stays good.
         self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(table);
         Ok(patterns.iter().zip(gs?).map(|(pattern, g)| band_count(pattern) * g).collect())
     }
