@@ -909,6 +909,44 @@ async fn leases_are_bounded(store: Arc<dyn JobStore>) {
     assert_eq!(taken.len(), 440, "the hog's jobs went back to the queue");
 }
 
+/// A lease lives as long as its run allows: a run of a census whose jobs
+/// take hours (`Census::longest_lease`: four hours for 4x3) keeps its
+/// leases heartbeated past the coordinator's limit (2 s in these tests),
+/// while a 9x9 run's lease leased at the same moment ends at it.
+async fn long_jobs_keep_their_leases_past_the_coordinators_limit(store: Arc<dyn JobStore>) {
+    let h =
+        Harness::start(store, CoordinatorConfig { lease_ttl: Duration::from_secs(60), ..CoordinatorConfig::default() })
+            .await;
+    let nine = h.create_run(1).await;
+    let twelve = h
+        .census(Some(&h.operator))
+        .create_run(CreateRunRequest {
+            census: "shape boxes=4x3 gangsters=0..1".into(),
+            redundancy: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run_id;
+    let worker = h.token("patient", Role::Worker).await;
+    let mut client = h.worker(&worker);
+    let short = lease(&mut client, nine, 1).await;
+    let long = lease(&mut client, twelve, 1).await;
+    assert_eq!((short.len(), long.len()), (1, 1));
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let lost = client
+        .heartbeat(HeartbeatRequest {
+            worker_id: String::new(),
+            tokens: vec![short[0].token.clone(), long[0].token.clone()],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .cancel_tokens;
+    assert_eq!(lost, vec![short[0].token.clone()], "only the 9x9 lease ends at the coordinator's 2 s");
+}
+
 /// One worker token leases and fails jobs as fast as it can (the issue
 /// 26 stall: 2,200 `FailJob` calls failed all 440 jobs). It is quarantined
 /// at its 50th failure, no job is failed for good, an honest worker counts
@@ -1057,6 +1095,7 @@ on_both_backends!(
     a_revoked_reader_stops_watching,
     no_request_can_stop_the_census,
     leases_are_bounded,
+    long_jobs_keep_their_leases_past_the_coordinators_limit,
     one_token_failing_every_job_cannot_stall_a_run,
     the_status_page_says_which_run_is_the_9x9_count,
 );

@@ -279,6 +279,36 @@ impl Census {
         }
     }
 
+    /// How long a worker may keep a lease of this census alive by
+    /// heartbeats, when that must be longer than the coordinator's
+    /// `--max-lease-lifetime` (an hour by default): a lease covers the
+    /// whole batch a thread counts, and its lifetime bounds how long a
+    /// worker that heartbeats but never reports can hold jobs. None: the
+    /// jobs take seconds at most, the coordinator's limit serves.
+    ///
+    /// A 4 x 3 thread leases [`Census::jobs_counted_together`] gangsters,
+    /// about 100 s each counted alone and 150 s more to fill its table
+    /// (BENCHMARKS.md): under an hour here, so four hours leaves room for a
+    /// slower or busier machine. A 2 x 6 job by search takes an hour
+    /// (median; 2.9 h at most in a sample of 50): twelve hours.
+    ///
+    /// ```
+    /// use census_math::census::Census;
+    /// use std::time::Duration;
+    /// let twelve: Census = "shape boxes=4x3".parse().unwrap();
+    /// assert_eq!(twelve.longest_lease(), Some(Duration::from_secs(4 * 3600)));
+    /// let nine: Census = "sudoku stage=44 counter=banded".parse().unwrap();
+    /// assert_eq!(nine.longest_lease(), None);
+    /// ```
+    pub fn longest_lease(&self) -> Option<std::time::Duration> {
+        const HOUR: u64 = 3600;
+        match *self {
+            Census::Shape { rows: 2, cols, .. } if cols >= 6 => Some(std::time::Duration::from_secs(12 * HOUR)),
+            Census::Shape { rows, .. } if rows != 2 => Some(std::time::Duration::from_secs(4 * HOUR)),
+            _ => None,
+        }
+    }
+
     /// How the results of this census are checked when the operator does
     /// not say (`--redundancy`, `--validate-fraction`).
     ///

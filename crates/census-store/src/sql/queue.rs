@@ -41,6 +41,19 @@ pub(super) enum HeldBy<'a> {
 }
 
 impl SqlStore {
+    /// The longest a lease of a new run of `census` lives, heartbeated:
+    /// the coordinator's limit, or the census's own where that is longer
+    /// (its jobs take hours). Recorded in the run's row when it is created.
+    pub(super) fn max_lease_lifetime(&self, census: &Census) -> Duration {
+        census.longest_lease().map_or(self.config.max_lease_lifetime, |own| own.max(self.config.max_lease_lifetime))
+    }
+
+    /// A run's recorded `max_lease_ms`, or the coordinator's limit for runs
+    /// created before runs recorded one.
+    fn run_lease_lifetime(&self, max_lease_ms: Option<i64>) -> Duration {
+        max_lease_ms.map_or(self.config.max_lease_lifetime, |ms| Duration::from_millis(ms.max(0) as u64))
+    }
+
     pub(super) async fn lease_jobs(
         &self,
         run: Option<RunId>,
@@ -77,10 +90,9 @@ impl SqlStore {
         if max <= 0 {
             return Ok(Vec::new());
         }
-        let ttl = ttl.min(self.config.max_lease_lifetime);
         let salt = token_salt();
-        let runs: Vec<RunId> = sqlx::query_scalar(
-            "SELECT id FROM runs WHERE finished_at IS NULL AND cancelled_at IS NULL AND ($1 < 0 OR id = $1)
+        let runs: Vec<(RunId, Option<i64>)> = sqlx::query_as(
+            "SELECT id, max_lease_ms FROM runs WHERE finished_at IS NULL AND cancelled_at IS NULL AND ($1 < 0 OR id = $1)
              ORDER BY priority DESC, id",
         )
         .bind(run.unwrap_or(-1))
@@ -89,7 +101,8 @@ impl SqlStore {
         // Runs in priority order; in each, expired leases first (few), then
         // pending jobs in id order: short walks of the (run, state, id) index.
         let mut rows: Vec<LeasedRow> = Vec::new();
-        'runs: for run in runs {
+        'runs: for (run, max_lease_ms) in runs {
+            let ttl = ttl.min(self.run_lease_lifetime(max_lease_ms));
             for waiting in ["j.state = 'leased' AND j.lease_expires_at < $3", "j.state = 'pending'"] {
                 let wanted = max - rows.len() as i64;
                 if wanted <= 0 {
@@ -238,15 +251,17 @@ impl SqlStore {
         let now = now_ms();
         for chunk in tokens.chunks(self.backend.rows_per_statement(1000, 1)) {
             let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 5)).collect();
-            // A lease is extended while it is held, never past its maximum
-            // lifetime, and never for a cancelled run.
+            // A lease is extended while it is held, never past its run's
+            // maximum lifetime (the coordinator's where the run has none),
+            // and never for a cancelled run.
+            let lifetime = "COALESCE((SELECT r.max_lease_ms FROM runs r WHERE r.id = jobs.run_id), $4)";
             let sql = format!(
                 "UPDATE jobs SET lease_expires_at = {}, updated_at = $2
                  WHERE state = 'leased' AND lease_owner = $3 AND lease_expires_at >= $2 AND lease_token IN ({})
-                   AND lease_started_at + $4 > $2
+                   AND lease_started_at + {lifetime} > $2
                    AND run_id IN (SELECT id FROM runs WHERE cancelled_at IS NULL)
                  RETURNING lease_token",
-                self.backend.least("$1", "lease_started_at + $4"),
+                self.backend.least("$1", &format!("lease_started_at + {lifetime}")),
                 placeholders.join(", ")
             );
             let mut query = sqlx::query_scalar(&sql)

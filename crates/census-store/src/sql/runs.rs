@@ -220,14 +220,15 @@ impl SqlStore {
                     // The job count is written when the last chunk is in.
                     let inserted = sqlx::query_scalar(
                         "INSERT INTO runs (census, counter_version, redundancy, jobs_total, jobs_remaining, created_at,
-                                           class_power)
-                         VALUES ($1, $2, $3, 0, 0, $4, $5) RETURNING id",
+                                           class_power, max_lease_ms)
+                         VALUES ($1, $2, $3, 0, 0, $4, $5, $6) RETURNING id",
                     )
                     .bind(spec.census.to_string())
                     .bind(&spec.counter_version)
                     .bind(i64::from(spec.redundancy))
                     .bind(now)
                     .bind(i64::from(spec.census.class_power()))
+                    .bind(self.max_lease_lifetime(&spec.census).as_millis() as i64)
                     .fetch_one(&mut *tx)
                     .await;
                     let run: RunId = match inserted {

@@ -1,0 +1,11 @@
+-- A lease's longest life, chosen per run from its census (issue 21 item 3).
+--
+-- A lease heartbeated for hours is fine up to a maximum lifetime: past it the
+-- job goes back to the queue, so a worker that heartbeats but never reports
+-- cannot hold jobs forever. One limit for every run (the coordinator's
+-- --max-lease-lifetime, an hour by default) cut the jobs of the long kinds
+-- (a 4x3 thread's batch of gangsters, a 2x6 class by search) in the middle.
+-- The run now records its own limit when it is created: the larger of the
+-- coordinator's and the census's own (Census::longest_lease). NULL (runs
+-- created before this migration) means the coordinator's.
+ALTER TABLE runs ADD COLUMN max_lease_ms INTEGER;
