@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use census_store::{Completion, JobStore, StoreConfig, connect};
+use census_store::{Completion, JobStore, StoreConfig, StoreError, connect};
 use num_bigint::BigUint;
 
 use census_store::conformance::fixtures::{RUSSELL, SMALL, census, completion, jobs, spec, true_count};
@@ -153,4 +153,38 @@ async fn the_readme_audit_adds_up_counts_past_2_to_the_126_exactly() {
     // Every class sum past 2^64 (20 digits and more), every contribution past 2^128 (40 digits and more).
     let past = sqlite3(&path, "SELECT min(length(count_sum)) >= 20, min(length(contribution)) >= 40 FROM group_totals");
     assert_eq!(past, "1|1");
+}
+
+/// A finished run's answer is folded again from its accepted results and
+/// checked against the stored one once per store, then read from its row
+/// (a status page polled at 10^7 jobs must not fold 10^7 results a poll).
+/// A changed stored answer is folded and refused at once; a damaged result
+/// under an answer already verified is refused by the next store that opens
+/// the file (a restarted coordinator).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_answer_is_verified_once_per_store() {
+    let (path, store) = sqlite_file("verified").await;
+    store.create_run(&spec(RUSSELL, 1), &jobs(RUSSELL)).await.unwrap();
+    count_every_job(&store, true_count).await;
+    let verified = store.total(1).await.unwrap();
+    assert!(verified.is_final);
+    let answer = verified.answer.clone().unwrap();
+
+    sqlite3(&path, "UPDATE runs SET answer = answer || '0' WHERE id = 1");
+    let refused = store.total(1).await.unwrap_err();
+    assert!(matches!(refused, StoreError::TotalMismatch { .. }), "{refused}");
+    sqlite3(&path, &format!("UPDATE runs SET answer = '{answer}' WHERE id = 1"));
+    assert_eq!(store.total(1).await.unwrap().answer, Some(answer.clone()));
+
+    // Results are append-only: only a damaged file changes one.
+    sqlite3(
+        &path,
+        "DROP TRIGGER IF EXISTS results_never_change;
+         UPDATE results SET count = '1' WHERE id = (SELECT min(id) FROM results WHERE outcome = 'accepted')",
+    );
+    assert_eq!(store.total(1).await.unwrap().answer, Some(answer), "verified once, read from the row");
+    store.close().await;
+    let reopened = connect(&path, StoreConfig::default()).await.unwrap();
+    let refused = reopened.total(1).await.unwrap_err();
+    assert!(matches!(refused, StoreError::TotalMismatch { .. }), "{refused}");
 }

@@ -352,6 +352,7 @@ impl SqlStore {
             runs: Mutex::new(HashMap::new()),
             expected: Mutex::new(HashMap::new()),
             finished: Mutex::new(Vec::new()),
+            verified_finals: Mutex::new(HashMap::new()),
         };
         store.rebuild_inexact_sums().await?;
         store.reopen_quarantined_results().await?;

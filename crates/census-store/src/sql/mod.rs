@@ -66,6 +66,10 @@ pub struct SqlStore {
     expected: Mutex<HashMap<Census, Arc<Vec<JobSpec>>>>,
     /// Runs finished by this value's committed transactions, not yet taken.
     finished: Mutex<Vec<RunId>>,
+    /// Finished runs' answers, folded again from the accepted results and
+    /// found equal to the stored answer and sum (which key them): a status
+    /// poll of a finished run reads its row, not its every result.
+    verified_finals: Mutex<HashMap<RunId, totals::VerifiedFinal>>,
 }
 
 /// How many rows a page of a walk over a run's jobs, results or classes

@@ -23,6 +23,18 @@ struct Folded {
     class_sums: BTreeMap<String, (u128, BigUint)>,
 }
 
+/// A finished run's answer as [`SqlStore::recheck_final`] verified it,
+/// kept while the row still holds the same stored answer and sum (`key`):
+/// a changed row is folded and verified again, so a tampered answer is
+/// still refused. A finished run's results do not change: no report is
+/// accepted once a run is final.
+#[derive(Clone)]
+pub(super) struct VerifiedFinal {
+    key: (String, String),
+    weighted_sum: BigUint,
+    answer: Answer,
+}
+
 /// Where a fold reads a run's jobs and counts: the done jobs (finishing a
 /// run), or the accepted results of the current rounds (rechecking a
 /// finished one). Each is read a page at a time, never the whole run at
@@ -412,14 +424,24 @@ impl SqlStore {
         let row = self.ensure_run(run).await?;
         let census = read_census(run, &row.census)?;
         if row.finished_at.is_some() {
-            let folded = self.recheck_final(run, &row).await?;
+            let key = (row.answer.clone().unwrap_or_default(), row.weighted_sum.clone().unwrap_or_default());
+            let cached = self.verified_finals.lock().expect("never poisoned").get(&run).cloned();
+            let verified = match cached {
+                Some(verified) if verified.key == key => verified,
+                _ => {
+                    let folded = self.recheck_final(run, &row).await?;
+                    let verified = VerifiedFinal { key, weighted_sum: folded.weighted_sum, answer: folded.answer };
+                    self.verified_finals.lock().expect("never poisoned").insert(run, verified.clone());
+                    verified
+                }
+            };
             return Ok(RunTotal {
                 run_id: run,
                 census,
                 is_final: row.open_conflicts == 0,
-                weighted_sum: folded.weighted_sum,
-                answer: Some(folded.answer.value),
-                terms: folded.answer.terms,
+                weighted_sum: verified.weighted_sum,
+                answer: Some(verified.answer.value),
+                terms: verified.answer.terms,
             });
         }
         // One row: the sum the store keeps (SQLite) or Postgres adds up.
