@@ -5,7 +5,8 @@
 -- cannot hold jobs forever. One limit for every run (the coordinator's
 -- --max-lease-lifetime, an hour by default) cut the jobs of the long kinds
 -- (a 4x3 thread's batch of gangsters, a 2x6 class by search) in the middle.
--- The run now records its own limit when it is created: the larger of the
--- coordinator's and the census's own (Census::longest_lease). NULL (runs
--- created before this migration) means the coordinator's.
+-- The run now records its census's own need when it is created
+-- (Census::longest_lease), and a lease lives up to the larger of that and the
+-- coordinator's limit. NULL (quick kinds, and runs created before this
+-- migration): the coordinator's limit alone.
 ALTER TABLE runs ADD COLUMN max_lease_ms INTEGER;

@@ -58,8 +58,8 @@ pub struct StoreConfig {
     /// After this many reported failures, an identity is quarantined.
     pub quarantine_after_failures: u32,
     /// No heartbeat extends a lease past this time after it was granted,
-    /// unless the run's census asks for longer (`Census::longest_lease`):
-    /// a run records the larger of the two when it is created.
+    /// unless the run's census asks for longer (`Census::longest_lease`,
+    /// which a run records when it is created): then the census's.
     pub max_lease_lifetime: Duration,
     /// The most leases one identity holds at once.
     pub max_leases_per_worker: u32,

@@ -148,6 +148,14 @@ impl Backend {
             Backend::Sqlite => format!("MIN({a}, {b})"),
         }
     }
+
+    /// The larger of two values, as [`Backend::least`] the smaller.
+    pub(super) fn greatest(self, a: &str, b: &str) -> String {
+        match self {
+            Backend::Postgres => format!("GREATEST({a}, {b})"),
+            Backend::Sqlite => format!("MAX({a}, {b})"),
+        }
+    }
 }
 
 /// Where a store lives, read from its URL before anything is opened.

@@ -41,17 +41,14 @@ pub(super) enum HeldBy<'a> {
 }
 
 impl SqlStore {
-    /// The longest a lease of a new run of `census` lives, heartbeated:
-    /// the coordinator's limit, or the census's own where that is longer
-    /// (its jobs take hours). Recorded in the run's row when it is created.
-    pub(super) fn max_lease_lifetime(&self, census: &Census) -> Duration {
-        census.longest_lease().map_or(self.config.max_lease_lifetime, |own| own.max(self.config.max_lease_lifetime))
-    }
-
-    /// A run's recorded `max_lease_ms`, or the coordinator's limit for runs
-    /// created before runs recorded one.
+    /// The longest a lease of a run lives, heartbeated: the coordinator's
+    /// limit, or the run's own (`runs.max_lease_ms`, its census's
+    /// [`Census::longest_lease`], recorded when it was created) where that
+    /// is longer. So an operator who raises `--max-lease-lifetime` raises
+    /// it for every run.
     fn run_lease_lifetime(&self, max_lease_ms: Option<i64>) -> Duration {
-        max_lease_ms.map_or(self.config.max_lease_lifetime, |ms| Duration::from_millis(ms.max(0) as u64))
+        let own = Duration::from_millis(max_lease_ms.unwrap_or(0).max(0) as u64);
+        own.max(self.config.max_lease_lifetime)
     }
 
     pub(super) async fn lease_jobs(
@@ -251,10 +248,12 @@ impl SqlStore {
         let now = now_ms();
         for chunk in tokens.chunks(self.backend.rows_per_statement(1000, 1)) {
             let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 5)).collect();
-            // A lease is extended while it is held, never past its run's
-            // maximum lifetime (the coordinator's where the run has none),
-            // and never for a cancelled run.
-            let lifetime = "COALESCE((SELECT r.max_lease_ms FROM runs r WHERE r.id = jobs.run_id), $4)";
+            // A lease is extended while it is held, never past its maximum
+            // lifetime (the coordinator's, or its run's own where that is
+            // longer: `run_lease_lifetime`), and never for a cancelled run.
+            let lifetime = self
+                .backend
+                .greatest("$4", "COALESCE((SELECT r.max_lease_ms FROM runs r WHERE r.id = jobs.run_id), 0)");
             let sql = format!(
                 "UPDATE jobs SET lease_expires_at = {}, updated_at = $2
                  WHERE state = 'leased' AND lease_owner = $3 AND lease_expires_at >= $2 AND lease_token IN ({})

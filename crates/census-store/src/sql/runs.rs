@@ -228,7 +228,7 @@ impl SqlStore {
                     .bind(i64::from(spec.redundancy))
                     .bind(now)
                     .bind(i64::from(spec.census.class_power()))
-                    .bind(self.max_lease_lifetime(&spec.census).as_millis() as i64)
+                    .bind(spec.census.longest_lease().map(|own| own.as_millis() as i64))
                     .fetch_one(&mut *tx)
                     .await;
                     let run: RunId = match inserted {

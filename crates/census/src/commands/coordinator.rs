@@ -39,7 +39,7 @@ pub struct Args {
     /// Seconds a lease lasts without a heartbeat, 1 to 3600.
     #[arg(long, env = "CENSUS_LEASE_TTL", default_value_t = CoordinatorConfig::default().lease_ttl.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
     lease_ttl: u64,
-    /// Seconds after which a lease ends however often it is heartbeated, 1 to 604800; a run whose census's jobs take hours (4x3: 4 h, 2x6: 12 h) keeps the longer of this and its own, chosen when the run is created.
+    /// Seconds after which a lease ends however often it is heartbeated, 1 to 604800; a run whose census's jobs take hours (4x3: 4 h, 2x6: 12 h) keeps the longer of this and its own.
     #[arg(long, env = "CENSUS_MAX_LEASE_LIFETIME", default_value_t = StoreConfig::DEFAULT.max_lease_lifetime.as_secs(), value_parser = clap::value_parser!(u64).range(1..=604_800))]
     max_lease_lifetime: u64,
     /// The most leases one worker identity holds at once, 1 to 1000000.
