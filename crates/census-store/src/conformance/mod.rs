@@ -1,17 +1,20 @@
 //! The conformance suite of [`JobStore`]: every property a store must have,
 //! as one public function, [`exercise`], that any backend runs on stores it
-//! makes. SQLite and Postgres run it (`tests/conformance.rs`); a store in
-//! another crate runs it the same way, with this crate's `conformance`
-//! feature:
+//! makes. SQLite and Postgres run it (`tests/conformance.rs`).
+//!
+//! A new backend implements [`crate::backend::StorageBackend`] (its named
+//! operations), and runs the suite on [`crate::Store`]s over new, empty
+//! instances of it, with this crate's `conformance` feature:
 //!
 //! ```no_run
+//! # use std::sync::Arc;
+//! # use census_store::{JobStore, Store};
+//! # async fn empty_backend() -> census_store::SqlBackend { unimplemented!() }
 //! # async fn demo() {
-//! use std::sync::atomic::{AtomicUsize, Ordering};
-//! static NEXT: AtomicUsize = AtomicUsize::new(0);
 //! census_store::conformance::exercise(|config| async move {
-//!     // A new, empty database for every property.
-//!     let path = std::env::temp_dir().join(format!("conformance-{}.db", NEXT.fetch_add(1, Ordering::Relaxed)));
-//!     census_store::connect(path.to_str().unwrap(), config).await.unwrap()
+//!     // A new, empty backend for every property (here one of the SQL backend's).
+//!     let backend = empty_backend().await;
+//!     Arc::new(Store::open(backend, config).await.unwrap()) as Arc<dyn JobStore>
 //! })
 //! .await;
 //! # }
@@ -21,7 +24,8 @@
 //! [`StoreConfig`] it needs; properties run one after the other, and a
 //! failing one panics after its name is printed. The suite counts real
 //! censuses with their own counters ([`fixtures`]), and asserts published
-//! totals exactly (N0 of the 9x9 count, the 2x4 shape's total).
+//! totals exactly (N0 of the 9x9 count, the 2x4 shape's total). Whatever
+//! implements [`JobStore`] some other way runs it the same way.
 
 pub mod fixtures;
 mod store;
