@@ -96,13 +96,10 @@ impl JobState {
 impl std::str::FromStr for JobState {
     type Err = StoreError;
     fn from_str(text: &str) -> Result<JobState, StoreError> {
-        match text {
-            "pending" => Ok(JobState::Pending),
-            "leased" => Ok(JobState::Leased),
-            "done" => Ok(JobState::Done),
-            "failed" => Ok(JobState::Failed),
-            _ => Err(StoreError::Internal(format!("{text:?} is not a job state"))),
-        }
+        [JobState::Pending, JobState::Leased, JobState::Done, JobState::Failed]
+            .into_iter()
+            .find(|state| state.as_str() == text)
+            .ok_or_else(|| StoreError::Internal(format!("{text:?} is not a job state")))
     }
 }
 
@@ -161,12 +158,10 @@ impl ResultOutcome {
 impl std::str::FromStr for ResultOutcome {
     type Err = StoreError;
     fn from_str(text: &str) -> Result<ResultOutcome, StoreError> {
-        match text {
-            "vote" => Ok(ResultOutcome::Vote),
-            "accepted" => Ok(ResultOutcome::Accepted),
-            "conflict" => Ok(ResultOutcome::Conflict),
-            _ => Err(StoreError::Internal(format!("{text:?} is not a result outcome"))),
-        }
+        [ResultOutcome::Vote, ResultOutcome::Accepted, ResultOutcome::Conflict]
+            .into_iter()
+            .find(|outcome| outcome.as_str() == text)
+            .ok_or_else(|| StoreError::Internal(format!("{text:?} is not a result outcome")))
     }
 }
 
@@ -684,7 +679,11 @@ pub trait ResultStorage: Transactions {
 /// checks, progress.
 #[async_trait]
 pub trait AnswerStorage: Transactions {
-    async fn fold_page(&self, tx: &mut Self::Tx, page: &FoldPage) -> Result<Vec<FoldRow>, StoreError>;
+    /// A page of a fold, in `tx` (finishing a run) or on its own
+    /// (rechecking a finished one: each page then sees the database's
+    /// current statistics, where one long transaction may keep a plan made
+    /// before the run's rows were counted).
+    async fn fold_page(&self, tx: Option<&mut Self::Tx>, page: &FoldPage) -> Result<Vec<FoldRow>, StoreError>;
     /// A page of the run's classes with their sums, in class order, after `after`.
     async fn class_sums_page(
         &self,

@@ -88,14 +88,16 @@ fn fold_page_sql(source: FoldSource) -> &'static str {
 
 #[async_trait]
 impl AnswerStorage for SqlBackend {
-    async fn fold_page(&self, tx: &mut SqlTx, page: &FoldPage) -> Result<Vec<FoldRow>, StoreError> {
-        let rows: Vec<FoldColumns> = sqlx::query_as(fold_page_sql(page.source))
+    async fn fold_page(&self, tx: Option<&mut SqlTx>, page: &FoldPage) -> Result<Vec<FoldRow>, StoreError> {
+        let query = sqlx::query_as::<_, FoldColumns>(fold_page_sql(page.source))
             .bind(page.run)
             .bind(page.after.0)
             .bind(page.after.1)
-            .bind(page.limit)
-            .fetch_all(&mut **tx)
-            .await?;
+            .bind(page.limit);
+        let rows = match tx {
+            Some(tx) => query.fetch_all(&mut **tx).await?,
+            None => query.fetch_all(&self.pool).await?,
+        };
         rows.into_iter()
             .map(|row| {
                 Ok(FoldRow {

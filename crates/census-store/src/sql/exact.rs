@@ -157,17 +157,27 @@ impl SqlBackend {
         Ok(())
     }
 
-    /// SQLite: the run's `counted` once `amount` is added or taken out.
-    pub(super) async fn counted_after(
+    /// The run's new `counted` once `amount` is added or taken out: the
+    /// value to bind at `parameter`, and the SQL expression of the new
+    /// value. Postgres adds or subtracts in NUMERIC; SQLite is given the
+    /// exact new value.
+    pub(super) async fn new_counted(
         &self,
         tx: &mut SqlTx,
         run: RunId,
         amount: &BigUint,
         direction: Direction,
-    ) -> Result<String, StoreError> {
+        parameter: &str,
+    ) -> Result<(String, String), StoreError> {
+        let bound = self.dialect.count(parameter);
+        if self.dialect.sums_in_sql() {
+            let sign = if direction == Direction::Add { "+" } else { "-" };
+            return Ok((amount.to_string(), format!("counted {sign} {bound}")));
+        }
         let counted: String =
             sqlx::query_scalar("SELECT counted FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?;
-        Ok(direction.apply(&parse_big(&counted)?, amount, &|| format!("run {run}: counted"))?.to_string())
+        let counted = direction.apply(&parse_big(&counted)?, amount, &|| format!("run {run}: counted"))?;
+        Ok((counted.to_string(), bound))
     }
 
     /// SQLite: a worker's completions in a run once `amount` is added.

@@ -96,13 +96,8 @@ impl RemedyStorage for SqlBackend {
         Ok(())
     }
 
-    /// Postgres subtracts; SQLite is given the exact new value.
     async fn take_out_of_run(&self, tx: &mut SqlTx, run: RunId, take_out: &RunTakeOut) -> Result<(), StoreError> {
-        let (counted, new_counted) = if self.dialect.sums_in_sql() {
-            (take_out.counted.to_string(), format!("counted - {}", self.dialect.count("$5")))
-        } else {
-            (self.counted_after(tx, run, &take_out.counted, Direction::TakeOut).await?, self.dialect.count("$5"))
-        };
+        let (counted, new_counted) = self.new_counted(tx, run, &take_out.counted, Direction::TakeOut, "$5").await?;
         // Unfinished again: the answer is folded anew when the last job is.
         sqlx::query(&format!(
             "UPDATE runs SET open_conflicts = open_conflicts - $2, jobs_remaining = jobs_remaining + $3,

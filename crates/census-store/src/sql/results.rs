@@ -240,11 +240,7 @@ impl ResultStorage for SqlBackend {
     }
 
     async fn add_to_run(&self, tx: &mut SqlTx, run: RunId, change: &RunChange) -> Result<(), StoreError> {
-        let (counted, new_counted) = if self.dialect.sums_in_sql() {
-            (change.counted.to_string(), format!("counted + {}", self.dialect.count("$5")))
-        } else {
-            (self.counted_after(tx, run, &change.counted, Direction::Add).await?, self.dialect.count("$5"))
-        };
+        let (counted, new_counted) = self.new_counted(tx, run, &change.counted, Direction::Add, "$5").await?;
         sqlx::query(&format!(
             "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
                     failed_jobs = failed_jobs + $4, counted = {new_counted} WHERE id = $1"

@@ -85,10 +85,11 @@ impl<B: StorageBackend> Store<B> {
     /// is one count a job, never the rows. Anything but exactly the
     /// census's jobs, each once, is refused by the census's fold (which
     /// names what is wrong), so a partial or forged job list never gives
-    /// an answer.
+    /// an answer. In `tx` when finishing a run; on their own (`None`) when
+    /// rechecking a finished one.
     async fn fold_run(
         &self,
-        tx: &mut B::Tx,
+        mut tx: Option<&mut B::Tx>,
         census: Census,
         run: RunId,
         source: FoldSource,
@@ -102,7 +103,7 @@ impl<B: StorageBackend> Store<B> {
         let mut faithful = true;
         let mut page = FoldPage { run, source, after: (-1, -1), limit: PAGE };
         'pages: loop {
-            let rows = self.backend.fold_page(tx, &page).await?;
+            let rows = self.backend.fold_page(tx.as_deref_mut(), &page).await?;
             let Some(last) = rows.last() else { break };
             page.after = (last.job_id, last.row_id);
             for row in rows {
@@ -140,7 +141,7 @@ impl<B: StorageBackend> Store<B> {
     /// of them, as stored, for the census's fold to say what is wrong.
     async fn fold_every_row(
         &self,
-        tx: &mut B::Tx,
+        mut tx: Option<&mut B::Tx>,
         census: Census,
         expected: Arc<Vec<JobSpec>>,
         run: RunId,
@@ -149,7 +150,7 @@ impl<B: StorageBackend> Store<B> {
         let (mut jobs, mut counts) = (Vec::new(), Vec::new());
         let mut page = FoldPage { run, source, after: (-1, -1), limit: PAGE };
         loop {
-            let rows = self.backend.fold_page(tx, &page).await?;
+            let rows = self.backend.fold_page(tx.as_deref_mut(), &page).await?;
             let Some(last) = rows.last() else { break };
             page.after = (last.job_id, last.row_id);
             for row in rows {
@@ -174,12 +175,8 @@ impl<B: StorageBackend> Store<B> {
                 computed: format!("{computed}, from the accepted results"),
             }
         };
-        // Read only; dropped (rolled back) at the end.
-        let mut tx = self.backend.begin().await?;
-        let folded = self
-            .fold_run(&mut tx, census, run, FoldSource::AcceptedResults)
-            .await
-            .map_err(|e| refused(e.to_string()))?;
+        let folded =
+            self.fold_run(None, census, run, FoldSource::AcceptedResults).await.map_err(|e| refused(e.to_string()))?;
         if folded.answer.value != stored_answer || folded.weighted_sum != stored_sum {
             return Err(refused(format!("{} (weighted sum {})", folded.answer.value, folded.weighted_sum)));
         }
@@ -197,7 +194,7 @@ impl<B: StorageBackend> Store<B> {
             return Ok(false);
         }
         let census = read_census(run, &row.census)?;
-        let folded = self.fold_run(tx, census, run, FoldSource::DoneJobs).await?;
+        let folded = self.fold_run(Some(&mut *tx), census, run, FoldSource::DoneJobs).await?;
         let power = census.class_power();
         let mut after = -1;
         loop {
