@@ -18,8 +18,8 @@
 //! [`RunStorage`], [`QueueStorage`], [`ResultStorage`], [`AnswerStorage`],
 //! [`RemedyStorage`], [`IdentityStorage`]); a backend implements each, and
 //! is then a [`StorageBackend`]. `Store::open(backend, config)` makes it a
-//! [`crate::JobStore`], and `census_store::conformance::exercise` checks
-//! every property of that store.
+//! [`crate::JobStore`], and `census_store::conformance::exercise_backend`
+//! checks every property of that store.
 //!
 //! Numbers: counts are up to 128 bits, and sums of them far larger; a
 //! backend keeps them exactly (Postgres adds NUMERIC in SQL, SQLite keeps
@@ -73,35 +73,45 @@ pub const PAGE: i64 = 10_000;
 /// A class's number within its run, in order of first appearance.
 pub type ClassId = i64;
 
-/// The state of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    Pending,
-    Leased,
-    Done,
-    Failed,
-}
-
-impl JobState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Pending => "pending",
-            JobState::Leased => "leased",
-            JobState::Done => "done",
-            JobState::Failed => "failed",
+/// An enum a backend stores as text: each variant with its one spelling,
+/// `as_str` and `FromStr` (an unknown text is [`StoreError::Internal`]).
+macro_rules! stored_as_text {
+    ($(#[$meta:meta])* $name:ident, $what:literal, { $($(#[$doc:meta])* $variant:ident = $text:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $($(#[$doc])* $variant,)*
         }
-    }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)*
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = StoreError;
+            fn from_str(text: &str) -> Result<$name, StoreError> {
+                match text {
+                    $($text => Ok($name::$variant),)*
+                    _ => Err(StoreError::Internal(format!(concat!("{:?} is not ", $what), text))),
+                }
+            }
+        }
+    };
 }
 
-impl std::str::FromStr for JobState {
-    type Err = StoreError;
-    fn from_str(text: &str) -> Result<JobState, StoreError> {
-        [JobState::Pending, JobState::Leased, JobState::Done, JobState::Failed]
-            .into_iter()
-            .find(|state| state.as_str() == text)
-            .ok_or_else(|| StoreError::Internal(format!("{text:?} is not a job state")))
+stored_as_text!(
+    /// The state of a job.
+    JobState, "a job state", {
+        Pending = "pending",
+        Leased = "leased",
+        Done = "done",
+        Failed = "failed",
     }
-}
+);
 
 /// A job's lease as its row holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,36 +144,17 @@ impl LeaseFields {
     }
 }
 
-/// What an appended result says of its report (the `results.outcome` column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResultOutcome {
-    /// A vote towards the quorum.
-    Vote,
-    /// The count the job is done with.
-    Accepted,
-    /// The vote that showed no quorum can be reached.
-    Conflict,
-}
-
-impl ResultOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResultOutcome::Vote => "vote",
-            ResultOutcome::Accepted => "accepted",
-            ResultOutcome::Conflict => "conflict",
-        }
+stored_as_text!(
+    /// What an appended result says of its report (the `results.outcome` column).
+    ResultOutcome, "a result outcome", {
+        /// A vote towards the quorum.
+        Vote = "vote",
+        /// The count the job is done with.
+        Accepted = "accepted",
+        /// The vote that showed no quorum can be reached.
+        Conflict = "conflict",
     }
-}
-
-impl std::str::FromStr for ResultOutcome {
-    type Err = StoreError;
-    fn from_str(text: &str) -> Result<ResultOutcome, StoreError> {
-        [ResultOutcome::Vote, ResultOutcome::Accepted, ResultOutcome::Conflict]
-            .into_iter()
-            .find(|outcome| outcome.as_str() == text)
-            .ok_or_else(|| StoreError::Internal(format!("{text:?} is not a result outcome")))
-    }
-}
+);
 
 /// What an insert found: a new row, or one with the same unique key
 /// already there (the database's own words).
@@ -479,6 +470,22 @@ pub struct FinishedAnswer<'a> {
     pub answer: &'a BigUint,
 }
 
+/// A page of a run's classes, in class order, after the class `after` (-1 first).
+#[derive(Debug, Clone, Copy)]
+pub struct ClassPage {
+    pub run: RunId,
+    pub after: ClassId,
+    pub limit: i64,
+}
+
+/// The newest results of a run finished at or after `since`, at most `limit` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Recent {
+    pub run: RunId,
+    pub since: i64,
+    pub limit: i64,
+}
+
 /// The newest results of a run since a time, at most a limit of them: how
 /// many, and when the oldest of them finished.
 #[derive(Debug, Clone, Copy)]
@@ -543,7 +550,32 @@ pub struct NewFailure<'a> {
     pub epoch: i64,
 }
 
+/// What a failure report leaves its job with: its next state (pending, or
+/// failed for good) and its failure count since it was last requeued.
+#[derive(Debug, Clone, Copy)]
+pub struct FailureTally {
+    pub job: JobId,
+    pub next: JobState,
+    pub failures: i64,
+}
+
 // ---- identities ----
+
+/// A credential: its name (the identity), its role and the hash of its secret.
+#[derive(Debug, Clone, Copy)]
+pub struct Credential<'a> {
+    pub name: &'a str,
+    pub role: Role,
+    pub hash: &'a str,
+}
+
+/// A quarantine of an identity.
+#[derive(Debug, Clone, Copy)]
+pub struct NewQuarantine<'a> {
+    pub worker: &'a str,
+    pub reason: &'a str,
+    pub since: i64,
+}
 
 /// A credential as stored: its role (as stored) and the hash of its secret.
 #[derive(Debug, Clone)]
@@ -684,22 +716,15 @@ pub trait AnswerStorage: Transactions {
     /// current statistics, where one long transaction may keep a plan made
     /// before the run's rows were counted).
     async fn fold_page(&self, tx: Option<&mut Self::Tx>, page: &FoldPage) -> Result<Vec<FoldRow>, StoreError>;
-    /// A page of the run's classes with their sums, in class order, after `after`.
-    async fn class_sums_page(
-        &self,
-        tx: &mut Self::Tx,
-        run: RunId,
-        after: ClassId,
-        limit: i64,
-    ) -> Result<Vec<ClassSums>, StoreError>;
+    /// A page of the run's classes with their sums.
+    async fn class_sums_page(&self, tx: &mut Self::Tx, page: &ClassPage) -> Result<Vec<ClassSums>, StoreError>;
     /// The sum of the classes' contributions so far, in `tx` or on its own.
     async fn weighted_sum_so_far(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<BigUint, StoreError>;
     /// Marks the run finished with its answer.
     async fn write_answer(&self, tx: &mut Self::Tx, answer: &FinishedAnswer<'_>) -> Result<(), StoreError>;
     async fn leased_jobs(&self, run: RunId) -> Result<i64, StoreError>;
     async fn rejections_in(&self, run: RunId) -> Result<i64, StoreError>;
-    /// The newest results of the run finished at or after `since`, at most `limit`.
-    async fn recent_results(&self, run: RunId, since: i64, limit: i64) -> Result<RecentResults, StoreError>;
+    async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError>;
     /// Each identity's statistics in the run, by name.
     async fn worker_stats(&self, run: RunId) -> Result<Vec<WorkerProgress>, StoreError>;
     /// The run's classes with their sums, in class order.
@@ -744,15 +769,8 @@ pub trait RemedyStorage: Transactions {
     async fn insert_failure(&self, tx: &mut Self::Tx, failure: &NewFailure<'_>) -> Result<(), StoreError>;
     /// How many distinct identities failed the job in the epoch.
     async fn failing_identities(&self, tx: &mut Self::Tx, job: JobId, epoch: i64) -> Result<i64, StoreError>;
-    /// The job takes `state` and its failure count; its lease is retired.
-    async fn set_failures(
-        &self,
-        tx: &mut Self::Tx,
-        job: JobId,
-        state: JobState,
-        failures: i64,
-        now: i64,
-    ) -> Result<(), StoreError>;
+    /// The job takes its next state and failure count; its lease is retired.
+    async fn set_failures(&self, tx: &mut Self::Tx, tally: &FailureTally, now: i64) -> Result<(), StoreError>;
     /// How many failures the identity reported, in every run.
     async fn failures_of(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;
 }
@@ -761,9 +779,11 @@ pub trait RemedyStorage: Transactions {
 /// and hash; it never sees a secret.
 #[async_trait]
 pub trait IdentityStorage: Transactions {
-    async fn insert_token(&self, name: &str, role: Role, hash: &str, now: i64) -> Result<Inserted<()>, StoreError>;
+    /// Stores a new credential; a name already stored is a duplicate.
+    async fn insert_token(&self, credential: &Credential<'_>, now: i64) -> Result<Inserted<()>, StoreError>;
     async fn token_named(&self, name: &str) -> Result<Option<StoredToken>, StoreError>;
-    async fn replace_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError>;
+    /// Gives the stored credential of that name this role and hash.
+    async fn replace_token(&self, credential: &Credential<'_>) -> Result<(), StoreError>;
     /// Revokes the credential if it is not; true if it was revoked now.
     async fn revoke_token(&self, name: &str, now: i64) -> Result<bool, StoreError>;
     async fn token_exists(&self, name: &str) -> Result<bool, StoreError>;
@@ -772,13 +792,7 @@ pub trait IdentityStorage: Transactions {
     /// Whether the identity is quarantined, in `tx` or on its own.
     async fn is_quarantined(&self, tx: Option<&mut Self::Tx>, worker: &str) -> Result<bool, StoreError>;
     /// Quarantines the identity; false if it was already.
-    async fn insert_quarantine(
-        &self,
-        tx: &mut Self::Tx,
-        worker: &str,
-        reason: &str,
-        now: i64,
-    ) -> Result<bool, StoreError>;
+    async fn insert_quarantine(&self, tx: &mut Self::Tx, quarantine: &NewQuarantine<'_>) -> Result<bool, StoreError>;
     /// Every quarantined identity, by name.
     async fn quarantined(&self) -> Result<Vec<QuarantineEntry>, StoreError>;
     /// False if the identity was not quarantined.

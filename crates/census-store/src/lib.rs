@@ -15,9 +15,9 @@
 //! jobs, load jobs and votes, insert results, mark decided, add to classes,
 //! page a run for a fold, write the answer, ...), each a verb, none a
 //! decision. [`SqlBackend`] implements them for Postgres and SQLite (the
-//! few dialect differences are its own). Every store passes the same
-//! conformance suite, `conformance::exercise` (a public function, with the
-//! `conformance` feature, that a new backend runs too).
+//! few dialect differences are its own). Every backend passes the same
+//! conformance suite, `conformance::exercise_backend` (a public function,
+//! with the `conformance` feature, that a new backend runs too).
 //!
 //! This crate knows SQL and, of the mathematics, only the seam
 //! `census_math::census`: a run's census folds its job counts into the

@@ -7,7 +7,8 @@ use num_bigint::BigUint;
 
 use super::{SqlBackend, SqlTx};
 use crate::backend::{
-    AnswerStorage, ClassSums, FinishedAnswer, FoldPage, FoldRow, FoldSource, RecentResults, parse_big, parse_count,
+    AnswerStorage, ClassPage, ClassSums, FinishedAnswer, FoldPage, FoldRow, FoldSource, Recent, RecentResults,
+    parse_big, parse_count,
 };
 use crate::{ClassTotal, RunId, StoreError, WorkerProgress};
 
@@ -114,21 +115,15 @@ impl AnswerStorage for SqlBackend {
 
     /// Postgres computes the contributions in NUMERIC in its view; SQLite
     /// shows those the backend kept exactly.
-    async fn class_sums_page(
-        &self,
-        tx: &mut SqlTx,
-        run: RunId,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<ClassSums>, StoreError> {
+    async fn class_sums_page(&self, tx: &mut SqlTx, page: &ClassPage) -> Result<Vec<ClassSums>, StoreError> {
         let rows: Vec<ClassSumsRow> = sqlx::query_as(
             "SELECT class_id, label, CAST(count_sum AS TEXT) AS count_sum, CAST(contribution AS TEXT) AS contribution
              FROM group_totals
              WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3",
         )
-        .bind(run)
-        .bind(after)
-        .bind(limit)
+        .bind(page.run)
+        .bind(page.after)
+        .bind(page.limit)
         .fetch_all(&mut **tx)
         .await?;
         rows.into_iter()
@@ -185,17 +180,18 @@ impl AnswerStorage for SqlBackend {
     }
 
     /// A walk back along the (run_id, finished_at) index of at most `limit` entries.
-    async fn recent_results(&self, run: RunId, since: i64, limit: i64) -> Result<RecentResults, StoreError> {
-        let recent: RecentRow = sqlx::query_as(&format!(
+    async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError> {
+        let row: RecentRow = sqlx::query_as(&format!(
             "SELECT COUNT(*) AS results, MIN(finished_at) AS oldest FROM
                (SELECT finished_at FROM results WHERE run_id = $1 AND finished_at >= $2
-                ORDER BY finished_at DESC LIMIT {limit}) AS newest"
+                ORDER BY finished_at DESC LIMIT {}) AS newest",
+            recent.limit
         ))
-        .bind(run)
-        .bind(since)
+        .bind(recent.run)
+        .bind(recent.since)
         .fetch_one(&self.pool)
         .await?;
-        Ok(RecentResults { results: recent.results, oldest: recent.oldest })
+        Ok(RecentResults { results: row.results, oldest: row.oldest })
     }
 
     async fn worker_stats(&self, run: RunId) -> Result<Vec<WorkerProgress>, StoreError> {

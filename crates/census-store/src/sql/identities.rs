@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use super::{SqlBackend, SqlTx};
-use crate::backend::{IdentityStorage, Inserted, StoredToken, TokenFilter};
-use crate::{QuarantineEntry, Role, StoreError, TokenRecord};
+use crate::backend::{Credential, IdentityStorage, Inserted, NewQuarantine, StoredToken, TokenFilter};
+use crate::{QuarantineEntry, StoreError, TokenRecord};
 
 /// A stored credential, with its quarantine and how many of its results were rejected.
 #[derive(sqlx::FromRow)]
@@ -36,11 +36,11 @@ struct StoredTokenRow {
 
 #[async_trait]
 impl IdentityStorage for SqlBackend {
-    async fn insert_token(&self, name: &str, role: Role, hash: &str, now: i64) -> Result<Inserted<()>, StoreError> {
+    async fn insert_token(&self, credential: &Credential<'_>, now: i64) -> Result<Inserted<()>, StoreError> {
         let inserted = sqlx::query("INSERT INTO api_tokens (name, role, hash, created_at) VALUES ($1, $2, $3, $4)")
-            .bind(name)
-            .bind(role.as_str())
-            .bind(hash)
+            .bind(credential.name)
+            .bind(credential.role.as_str())
+            .bind(credential.hash)
             .bind(now)
             .execute(&self.pool)
             .await;
@@ -61,11 +61,11 @@ impl IdentityStorage for SqlBackend {
         Ok(row.map(|row| StoredToken { role: row.role, hash: row.hash, revoked: row.revoked_at.is_some() }))
     }
 
-    async fn replace_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
+    async fn replace_token(&self, credential: &Credential<'_>) -> Result<(), StoreError> {
         sqlx::query("UPDATE api_tokens SET role = $2, hash = $3 WHERE name = $1")
-            .bind(name)
-            .bind(role.as_str())
-            .bind(hash)
+            .bind(credential.name)
+            .bind(credential.role.as_str())
+            .bind(credential.hash)
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -125,19 +125,13 @@ impl IdentityStorage for SqlBackend {
         Ok(row.is_some())
     }
 
-    async fn insert_quarantine(
-        &self,
-        tx: &mut SqlTx,
-        worker: &str,
-        reason: &str,
-        now: i64,
-    ) -> Result<bool, StoreError> {
+    async fn insert_quarantine(&self, tx: &mut SqlTx, quarantine: &NewQuarantine<'_>) -> Result<bool, StoreError> {
         let inserted = sqlx::query(
             "INSERT INTO quarantine (worker, quarantined_at, reason) VALUES ($1, $2, $3) ON CONFLICT (worker) DO NOTHING",
         )
-        .bind(worker)
-        .bind(now)
-        .bind(reason)
+        .bind(quarantine.worker)
+        .bind(quarantine.since)
+        .bind(quarantine.reason)
         .execute(&mut **tx)
         .await?;
         Ok(inserted.rows_affected() > 0)

@@ -8,7 +8,7 @@ use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
 use super::{LeaseColumns, SqlBackend, SqlTx, placeholders};
 use crate::backend::{
-    ClassChanges, FailingJob, FlaggedJob, JobState, NewFailure, RemedyStorage, ReopenedJob, RunTakeOut, parse_big,
+    ClassChanges, FailingJob, FailureTally, FlaggedJob, NewFailure, RemedyStorage, ReopenedJob, RunTakeOut, parse_big,
 };
 use crate::{JobId, RunId, StoreError};
 
@@ -247,20 +247,13 @@ impl RemedyStorage for SqlBackend {
             .await?)
     }
 
-    async fn set_failures(
-        &self,
-        tx: &mut SqlTx,
-        job: JobId,
-        state: JobState,
-        failures: i64,
-        now: i64,
-    ) -> Result<(), StoreError> {
+    async fn set_failures(&self, tx: &mut SqlTx, tally: &FailureTally, now: i64) -> Result<(), StoreError> {
         sqlx::query(&format!(
             "UPDATE jobs SET state = $2, failures = $3, {RETIRE_LEASE}, updated_at = $4 WHERE id = $1"
         ))
-        .bind(job)
-        .bind(state.as_str())
-        .bind(failures)
+        .bind(tally.job)
+        .bind(tally.next.as_str())
+        .bind(tally.failures)
         .bind(now)
         .execute(&mut **tx)
         .await?;

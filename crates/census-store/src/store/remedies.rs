@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::decision::{Offence, fails_for_good, quarantine_reason};
 use super::{Store, now_ms};
-use crate::backend::{ClassChanges, HeldBy, JobState, NewFailure, RunTakeOut, StorageBackend};
+use crate::backend::{
+    ClassChanges, FailureTally, HeldBy, JobState, NewFailure, NewQuarantine, RunTakeOut, StorageBackend,
+};
 use crate::{JobId, RunId, StoreError};
 
 impl<B: StorageBackend> Store<B> {
@@ -94,7 +96,7 @@ impl<B: StorageBackend> Store<B> {
         now: i64,
     ) -> Result<(), StoreError> {
         self.lock_identities(tx, [worker]).await?;
-        if self.backend.insert_quarantine(tx, worker, reason, now).await? {
+        if self.backend.insert_quarantine(tx, &NewQuarantine { worker, reason, since: now }).await? {
             tracing::error!(worker, %reason, "identity quarantined: its calls are refused until an operator releases it");
         }
         self.backend.release_leases(tx, HeldBy::Identity(worker), now).await?;
@@ -130,7 +132,7 @@ impl<B: StorageBackend> Store<B> {
         let identities = self.backend.failing_identities(&mut tx, job, epoch).await?;
         let exhausted = fails_for_good(failures, identities, &self.config);
         let next = if exhausted { JobState::Failed } else { JobState::Pending };
-        self.backend.set_failures(&mut tx, job, next, failures, now).await?;
+        self.backend.set_failures(&mut tx, &FailureTally { job, next, failures }, now).await?;
         if exhausted {
             self.backend.add_failed_jobs(&mut tx, run, 1).await?;
             tracing::error!(

@@ -3,7 +3,7 @@
 //! call what (that is the coordinator's job).
 
 use super::{Store, now_ms};
-use crate::backend::{Inserted, StorageBackend};
+use crate::backend::{Credential, Inserted, StorageBackend};
 use crate::{Role, StoreError, check_identity};
 
 fn check_hash(hash: &str) -> Result<(), StoreError> {
@@ -17,7 +17,7 @@ impl<B: StorageBackend> Store<B> {
     pub(super) async fn insert_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
         check_identity(name)?;
         check_hash(hash)?;
-        match self.backend.insert_token(name, role, hash, now_ms()).await? {
+        match self.backend.insert_token(&Credential { name, role, hash }, now_ms()).await? {
             Inserted::New(()) => {
                 tracing::info!(name, %role, "token created");
                 Ok(())
@@ -39,7 +39,7 @@ impl<B: StorageBackend> Store<B> {
             return Ok(());
         }
         if stored.role != role.as_str() || stored.hash != hash {
-            self.backend.replace_token(name, role, hash).await?;
+            self.backend.replace_token(&Credential { name, role, hash }).await?;
             tracing::info!(name, %role, "token replaced from its secret file");
         }
         Ok(())

@@ -12,7 +12,9 @@ use census_math::census::{Answer, Census};
 use num_bigint::BigUint;
 
 use super::{Store, now_ms, read_census};
-use crate::backend::{FinishedAnswer, FoldPage, FoldSource, PAGE, RunState, StorageBackend, contribution, parse_big};
+use crate::backend::{
+    ClassPage, FinishedAnswer, FoldPage, FoldSource, PAGE, Recent, RunState, StorageBackend, contribution, parse_big,
+};
 use crate::{JobSpec, Progress, RunId, RunTotal, StoreError};
 
 /// A run's answer, folded from its jobs' counts, with the sums the
@@ -198,7 +200,7 @@ impl<B: StorageBackend> Store<B> {
         let power = census.class_power();
         let mut after = -1;
         loop {
-            let page = self.backend.class_sums_page(tx, run, after, PAGE).await?;
+            let page = self.backend.class_sums_page(tx, &ClassPage { run, after, limit: PAGE }).await?;
             let Some(last) = page.last() else { break };
             after = last.class_id;
             for class in page {
@@ -255,7 +257,7 @@ impl<B: StorageBackend> Store<B> {
         // each poll (a fast run's minute is hundreds of thousands), and
         // `census run` polls 20 times a second.
         const RECENT: i64 = 10_000;
-        let recent = self.backend.recent_results(run, now - 60_000, RECENT).await?;
+        let recent = self.backend.recent_results(&Recent { run, since: now - 60_000, limit: RECENT }).await?;
         if let Some(oldest) = recent.oldest {
             progress.jobs_per_second = speed(recent.results, RECENT, now - oldest);
         }
