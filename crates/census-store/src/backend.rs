@@ -9,10 +9,11 @@
 //! decided. Operations that take a transaction (`tx`) run in it and see
 //! each other's writes; the store begins it, and commits it only when
 //! every step succeeded (dropping it rolls back). Operations without one
-//! run on their own. Where rows are locked, they are locked in the order
-//! given (jobs by id, then classes by (run, class), then runs by id, the
-//! order every transaction of the store takes), so that concurrent
-//! transactions cannot deadlock.
+//! run on their own; the few reads that take an `Option` of one do either.
+//! Where rows are locked, they are locked in the order given (jobs by id,
+//! then classes by (run, class), then runs by id, the order every
+//! transaction of the store takes), so that concurrent transactions cannot
+//! deadlock.
 //!
 //! The operations are grouped in traits by concern ([`Transactions`],
 //! [`RunStorage`], [`QueueStorage`], [`ResultStorage`], [`AnswerStorage`],

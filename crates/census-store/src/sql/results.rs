@@ -175,7 +175,7 @@ impl ResultStorage for SqlBackend {
     /// Postgres adds in NUMERIC, one statement per chunk of classes, not
     /// one a class (a batch of the 9x9 catalogue touches about a hundred),
     /// after locking the chunk's rows in (run, class) order; SQLite adds in
-    /// Rust ([`SqlBackend::change_classes_exactly`]).
+    /// Rust (`exact.rs`).
     async fn add_to_classes(&self, tx: &mut SqlTx, changes: &ClassChanges) -> Result<(), StoreError> {
         if !self.dialect.sums_in_sql() {
             return self.change_classes_exactly(tx, changes, Direction::Add).await;
