@@ -241,7 +241,10 @@ impl LayerReader {
                 ));
             }
             if states != entry.states {
-                return Err(PlaneError::corrupt(&self.path, format!("{states} states, its manifest says {}", entry.states)));
+                return Err(PlaneError::corrupt(
+                    &self.path,
+                    format!("{states} states, its manifest says {}", entry.states),
+                ));
             }
         }
         Ok(())

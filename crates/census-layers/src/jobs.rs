@@ -13,7 +13,7 @@ use census_math::shapes::layers::{self, LayerError, Masks};
 use rustc_hash::FxBuildHasher;
 
 use crate::file::{FileEntry, LayerReader, LayerWriter};
-use crate::{Accepted, Manifest, Plane, PlaneError};
+use crate::{Accepted, Manifest, Part, Plane, PlaneError};
 
 type Run = Box<dyn Iterator<Item = Result<(StateKey, u128), PlaneError>>>;
 
@@ -44,7 +44,10 @@ impl Plane {
         let mut sums: Vec<HashMap<StateKey, u128, FxBuildHasher>> = vec![HashMap::default(); parts];
         let mut spilled: Vec<Vec<PathBuf>> = vec![Vec::new(); parts];
         let (mut entries, mut emissions, mut parents, mut overflow) = (0usize, 0u64, 0u64, None);
-        let mut expand = |masks: &Masks, total: u128, sums: &mut Vec<HashMap<StateKey, u128, FxBuildHasher>>| -> Result<(), PlaneError> {
+        let mut expand = |masks: &Masks,
+                          total: u128,
+                          sums: &mut Vec<HashMap<StateKey, u128, FxBuildHasher>>|
+         -> Result<(), PlaneError> {
             parents += 1;
             emissions += layers::emit(c, masks, total, cancel, &mut |child, weight| {
                 let child = child_codec.pack(&child);
@@ -195,7 +198,7 @@ impl Plane {
     }
 
     /// A part of the last layer, read and checked once per process.
-    fn last_part(&self, path: &Path, entry: &FileEntry) -> Result<Arc<Vec<(StateKey, u128)>>, PlaneError> {
+    fn last_part(&self, path: &Path, entry: &FileEntry) -> Result<Part, PlaneError> {
         let c = self.plan().c();
         if let Some(states) = self.last_parts.lock().expect("not poisoned").get(path) {
             return Ok(states.clone());

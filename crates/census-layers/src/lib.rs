@@ -128,8 +128,11 @@ pub struct Plane {
     spill_states: usize,
     /// Parts of the last layer read by class jobs, by path, kept once
     /// verified (a process answers many classes from one part).
-    last_parts: Mutex<BTreeMap<PathBuf, Arc<Vec<(StateKey, u128)>>>>,
+    last_parts: Mutex<BTreeMap<PathBuf, Part>>,
 }
+
+/// The states of one part of a layer, in memory: (key, T), sorted.
+pub(crate) type Part = Arc<Vec<(StateKey, u128)>>;
 
 static TEMPORARY: AtomicU64 = AtomicU64::new(0);
 

@@ -70,8 +70,11 @@ pub fn run(
     let jobs = plan.data_jobs(to_layer);
     for step in 1..to_layer.min(c) {
         let started = Instant::now();
-        let maps: Vec<String> =
-            jobs.iter().filter(|job| matches!(job, LayerJob::Map { step: s, .. } if *s == step)).map(|job| plan.key(job)).collect();
+        let maps: Vec<String> = jobs
+            .iter()
+            .filter(|job| matches!(job, LayerJob::Map { step: s, .. } if *s == step))
+            .map(|job| plan.key(job))
+            .collect();
         let reduces: Vec<String> = jobs
             .iter()
             .filter(|job| matches!(job, LayerJob::Reduce { step: s, .. } if *s == step))
@@ -181,7 +184,8 @@ fn run_stage(
     let mut results = results.into_inner().expect("not poisoned");
     // The first failure in job order, rather than a cancellation it caused.
     results.sort_by(|a, b| a.0.cmp(&b.0));
-    if let Some(failure) = results.iter().position(|(_, result)| matches!(result, Err(e) if !matches!(e, PlaneError::Cancelled)))
+    if let Some(failure) =
+        results.iter().position(|(_, result)| matches!(result, Err(e) if !matches!(e, PlaneError::Cancelled)))
     {
         return Err(results.swap_remove(failure).1.unwrap_err());
     }

@@ -42,14 +42,7 @@ impl Manifest {
         }
         text += &format!("parents {}\nemissions {}\n", self.parents, self.emissions);
         for file in &self.files {
-            text += &format!(
-                "file {} {} {} {} {}\n",
-                file.part,
-                file.name,
-                file.states,
-                file.bytes,
-                hex(&file.sha256)
-            );
+            text += &format!("file {} {} {} {} {}\n", file.part, file.name, file.states, file.bytes, hex(&file.sha256));
         }
         text
     }
@@ -69,9 +62,9 @@ impl Manifest {
         };
         let census = field("census")?;
         let job = field("job")?;
-        let mut manifest =
-            Manifest { census, job, inputs: Vec::new(), parents: 0, emissions: 0, files: Vec::new() };
-        let number = |text: &str, line: &str| text.parse::<u64>().map_err(|_| format!("{line:?}: {text:?} is not a number"));
+        let mut manifest = Manifest { census, job, inputs: Vec::new(), parents: 0, emissions: 0, files: Vec::new() };
+        let number =
+            |text: &str, line: &str| text.parse::<u64>().map_err(|_| format!("{line:?}: {text:?} is not a number"));
         for line in text.lines().skip(3) {
             let words: Vec<&str> = line.split(' ').collect();
             match words[..] {

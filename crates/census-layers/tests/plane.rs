@@ -72,7 +72,10 @@ fn digests_do_not_depend_on_threads_or_memory() {
     let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (a, b) = (plane(4, 3, 4, one.path()), plane(4, 3, 4, two.path()).with_spill_states(5));
     let (run_a, run_b) = (run_all(&a, 1), run_all(&b, 3));
-    assert_eq!(run_a.layers.iter().map(|l| l.bytes).collect::<Vec<_>>(), run_b.layers.iter().map(|l| l.bytes).collect::<Vec<_>>());
+    assert_eq!(
+        run_a.layers.iter().map(|l| l.bytes).collect::<Vec<_>>(),
+        run_b.layers.iter().map(|l| l.bytes).collect::<Vec<_>>()
+    );
     let (log_a, log_b) = (accepted(&a), accepted(&b));
     assert_eq!(log_a, log_b);
     let key = "2x4/map/2/1";

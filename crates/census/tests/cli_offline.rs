@@ -575,7 +575,18 @@ fn layers_keeps_its_files_in_dir_and_goes_on_from_them() {
     let dir_text = dir.to_str().unwrap();
     let run = |threads: &str| {
         let output = census(&[
-            "layers", "--boxes", "2x4", "--threads", threads, "--shards", "3", "--parts", "2", "--dir", dir_text, "--json",
+            "layers",
+            "--boxes",
+            "2x4",
+            "--threads",
+            threads,
+            "--shards",
+            "3",
+            "--parts",
+            "2",
+            "--dir",
+            dir_text,
+            "--json",
         ]);
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()

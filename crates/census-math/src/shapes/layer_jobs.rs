@@ -140,7 +140,7 @@ impl LayerPlan {
         jobs
     }
 
-    /// The class jobs, in the order of [`super::classes`], with their shape
+    /// The class jobs, in the order of [`super::classes()`], with their shape
     /// census groups and weights.
     pub fn class_jobs(&self) -> Result<Vec<(LayerJob, String, u128)>, ShapeError> {
         classes(self.c)?
@@ -250,7 +250,9 @@ impl LayerPlan {
     pub fn inputs(&self, job: &LayerJob) -> Vec<LayerJob> {
         match *job {
             LayerJob::Map { step: 1, .. } => Vec::new(),
-            LayerJob::Map { step, .. } => (0..self.parts).map(|part| LayerJob::Reduce { step: step - 1, part }).collect(),
+            LayerJob::Map { step, .. } => {
+                (0..self.parts).map(|part| LayerJob::Reduce { step: step - 1, part }).collect()
+            }
             LayerJob::Reduce { step, .. } => {
                 (0..self.shards_of_step(step)).map(|shard| LayerJob::Map { step, shard }).collect()
             }

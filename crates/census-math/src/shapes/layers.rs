@@ -649,7 +649,7 @@ pub struct LayerClass {
 pub fn bands_of_class(c: usize, masks: &Masks, total: u128) -> Result<(u64, u64, u128), ShapeError> {
     let (_, stabilizer) = canonical(c, masks);
     let orbit = group_order(c) / stabilizer;
-    if total % u128::from(orbit) != 0 {
+    if !total.is_multiple_of(u128::from(orbit)) {
         return Err(ShapeError::BadResults {
             reason: format!("T = {total} of class {masks:?} is not a multiple of its orbit {orbit}"),
         });
