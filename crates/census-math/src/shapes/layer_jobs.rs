@@ -31,6 +31,7 @@ use std::collections::BinaryHeap;
 use std::ops::Range;
 
 use super::classes::{ColumnSets, classes};
+use super::jobs::{masks, parse_masks};
 use super::layers::{MAX_SLOTS, Masks, class_state, mix};
 use super::{MAX_C, ShapeError, check_c};
 
@@ -178,10 +179,7 @@ impl LayerPlan {
         match job {
             LayerJob::Map { step, shard } => format!("2x{c}/map/{step}/{shard}"),
             LayerJob::Reduce { step, part } => format!("2x{c}/reduce/{step}/{part}"),
-            LayerJob::Class { sets, .. } => {
-                let sets: Vec<String> = sets.iter().map(|set| format!("{set:03x}")).collect();
-                format!("2x{c}/class/{}", sets.join(","))
-            }
+            LayerJob::Class { sets, .. } => format!("2x{c}/class/{}", masks(sets)),
         }
     }
 
@@ -223,17 +221,7 @@ impl LayerPlan {
                 Ok(LayerJob::Reduce { step, part: part as u32 })
             }
             "class" => {
-                let sets = rest
-                    .split(',')
-                    .map(|s| {
-                        if s.len() == 3 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
-                            u16::from_str_radix(s, 16).ok()
-                        } else {
-                            None
-                        }
-                    })
-                    .collect::<Option<Vec<u16>>>()
-                    .ok_or_else(|| bad("the sets are three-digit hex masks joined by commas".into()))?;
+                let sets = parse_masks(key, rest, "sets")?;
                 let representative = ColumnSets::new(c, sets.clone()).map_err(|e| bad(e.to_string()))?;
                 let state = class_state_of_sets(&representative).map_err(|e| bad(e.to_string()))?;
                 Ok(LayerJob::Class { sets, state })
