@@ -231,6 +231,31 @@ impl Plane {
         Ok(manifest)
     }
 
+    /// Finds and checks every file job `key` would read, given the
+    /// accepted digests of the stage before, without counting it: each
+    /// input's manifest against its digest, then each file it needs in
+    /// full (size, SHA-256, states). The first mismatch or missing file is
+    /// the error, naming its path. (A job checks the same as it reads;
+    /// this is for a worker that wants to know before it starts.)
+    pub fn verify_inputs(&self, key: &str, accepted: &Accepted) -> Result<(), PlaneError> {
+        let job = self.plan.parse(key)?;
+        let c = self.plan.c();
+        let (rows, wanted_part) = match job {
+            LayerJob::Map { step, .. } => (step, None),
+            LayerJob::Reduce { step, part } => (step + 1, Some(part)),
+            LayerJob::Class { .. } => (c, None),
+        };
+        for (input, digest, manifest) in self.input_manifests(key, &job, accepted)? {
+            for entry in manifest.files.iter().filter(|entry| wanted_part.is_none_or(|part| part == entry.part)) {
+                let path = self.output_dir(&input, digest).join(&entry.name);
+                for record in file::LayerReader::open(&path, c, rows, Some(entry))? {
+                    record?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The manifests of the jobs `job` reads, in the plan's order, each
     /// with its key and accepted digest.
     pub(crate) fn input_manifests(

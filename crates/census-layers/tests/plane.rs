@@ -117,6 +117,9 @@ fn missing_or_altered_inputs_fail_with_their_path() {
     std::fs::write(&file, &altered).unwrap();
     let message = error(&plane, &good).to_string();
     assert!(message.contains(&file.display().to_string()) && message.contains("SHA-256"), "{message}");
+    assert_eq!(plane.verify_inputs(reduce, &good).unwrap_err().to_string(), message);
+    assert_eq!(manifest.files.iter().map(|file| file.part).collect::<Vec<_>>(), [0, 1]);
+    plane.verify_inputs("2x3/reduce/1/1", &good).expect("part 1 reads only its own file");
 
     std::fs::write(&file, &bytes[..bytes.len() - 1]).unwrap();
     assert!(error(&plane, &good).to_string().contains("bytes, its manifest says"));
@@ -144,6 +147,8 @@ fn missing_or_altered_inputs_fail_with_their_path() {
     assert!(matches!(error(&plane, &foreign), PlaneError::Missing { .. }));
 
     assert_eq!(plane.count(reduce, &good, &never).unwrap(), good[reduce], "intact again");
+    plane.verify_inputs(reduce, &good).unwrap();
+    plane.verify_inputs("2x3/map/2/1", &good).unwrap();
     let stale: Vec<_> = std::fs::read_dir(plane.plan_dir().join("tmp")).unwrap().collect();
     assert!(stale.is_empty(), "refused jobs leave nothing: {stale:?}");
 }
