@@ -1,7 +1,9 @@
 //! A layer census run on this machine: the same jobs as a cluster's, stage
 //! by stage over one directory on T threads, with the accepted digests kept
 //! in a file (`ROOT/PLAN/accepted`, a line `KEY DIGEST` a job) instead of a
-//! store, so a run stopped part-way goes on from its last finished job.
+//! store, so a run stopped part-way goes on from its last finished job (the
+//! work in progress of the stopped jobs, under `ROOT/PLAN/tmp`, is removed:
+//! a local run owns its directory, which a cluster's workers do not).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -55,6 +57,12 @@ pub fn run(
     let c = plan.c();
     let dir = plane.plan_dir();
     std::fs::create_dir_all(&dir).map_err(|e| PlaneError::io(&dir, e))?;
+    // Work in progress of a run that was stopped: a local run owns its
+    // directory, so it is nobody's now.
+    let stale = dir.join("tmp");
+    if stale.exists() {
+        std::fs::remove_dir_all(&stale).map_err(|e| PlaneError::io(&stale, e))?;
+    }
     let log_path = dir.join("accepted");
     let mut accepted = read_accepted(plane, &log_path)?;
     let log = Mutex::new(

@@ -160,7 +160,11 @@ fn a_run_goes_on_from_its_log() {
     let plane = plane(3, 2, 2, root.path());
     local::run(&plane, 2, 1, &AtomicBool::new(false), &mut |_| {}).unwrap();
     let first = accepted(&plane);
+    let stopped = plane.plan_dir().join("tmp").join("2x3-map-2-0.1.2.3");
+    std::fs::create_dir_all(&stopped).unwrap();
+    std::fs::write(stopped.join("part-00000.layer"), b"half a file").unwrap();
     let run = run_all(&plane, 2);
+    assert!(!stopped.exists(), "a stopped job's work in progress is removed");
     assert_eq!(run.answer.unwrap().value.to_string(), "28200960");
     let all = accepted(&plane);
     assert_eq!(all.len(), first.len() + 2 + 2, "only the second step's jobs were counted");
