@@ -11,6 +11,7 @@
 //! coordinator can be killed and restarted at any moment, and several can
 //! serve the same Postgres database.
 
+pub mod admission;
 pub mod auth;
 mod census_api;
 mod checking;
@@ -28,6 +29,7 @@ use census_math::census::Census;
 use census_store::{JobStore, RunId, RunSpec, RunSummary, StoreError};
 use tonic::Status;
 
+pub use admission::{AdmissionCounts, AdmissionLimits};
 pub use auth::AuthConfig;
 pub use checking::CheckingLimits;
 pub use convert::status_of;
@@ -76,6 +78,13 @@ pub struct CoordinatorConfig {
     /// never hold every connection of the store's pool (16 on Postgres)
     /// while workers wait to lease and report.
     pub concurrent_reads: usize,
+    /// How many workers' calls use the store at once; more are refused at
+    /// once with UNAVAILABLE and a retry hint, new leases first
+    /// ([`admission`]: the priorities and the hint). The default,
+    /// [`AdmissionLimits::for_pool`] of 16 connections, is for Postgres's
+    /// pool; `census coordinator --max-calls-in-flight` says it for the
+    /// store it opens.
+    pub admission: AdmissionLimits,
     /// `/metrics` answers without a credential too (for a Prometheus
     /// scraper), leaving out the series that name worker identities.
     /// Off: it needs a reader or operator token, like every read.
@@ -93,6 +102,7 @@ impl Default for CoordinatorConfig {
             trust_local_workers: false,
             checking: CheckingLimits::default(),
             concurrent_reads: 4,
+            admission: AdmissionLimits::for_pool(16),
             public_metrics: false,
             tls: None,
         }
@@ -107,6 +117,8 @@ pub struct Coordinator {
     checking: checking::Checking,
     /// The reads' share of the store ([`CoordinatorConfig::concurrent_reads`]).
     reads: Arc<tokio::sync::Semaphore>,
+    /// The workers' calls' slots at the store.
+    admission: Arc<admission::Admission>,
     /// The most reads that held a permit at once.
     reads_peak: std::sync::atomic::AtomicUsize,
     /// What was folded from finished runs, by the store's answer version:
@@ -127,11 +139,13 @@ impl Coordinator {
     pub fn new(store: Arc<dyn JobStore>, config: CoordinatorConfig) -> Arc<Coordinator> {
         let checking = checking::Checking::new(config.checking, config.validation_seed);
         let reads = Arc::new(tokio::sync::Semaphore::new(config.concurrent_reads.max(1)));
+        let admission = admission::Admission::new(config.admission, config.lease_ttl);
         Arc::new(Coordinator {
             store,
             config,
             checking,
             reads,
+            admission,
             reads_peak: Default::default(),
             finished: Default::default(),
             folding: Default::default(),
@@ -151,6 +165,12 @@ impl Coordinator {
     /// [`CoordinatorConfig::concurrent_reads`].
     pub fn most_concurrent_reads(&self) -> usize {
         self.reads_peak.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// What admission has done so far: calls admitted and refused, and the
+    /// most in flight at once (never more than [`CoordinatorConfig::admission`]).
+    pub fn admission(&self) -> AdmissionCounts {
+        self.admission.counts()
     }
 
     /// How many times a reader's request made the store fold an answer
@@ -234,5 +254,11 @@ impl Api {
             .get::<auth::Caller>()
             .cloned()
             .ok_or_else(|| Status::internal("the call was not authorized: the authorization layer did not see it"))
+    }
+
+    /// The call's admission slot, as the authorization layer admitted it
+    /// (empty for the calls admission does not bound).
+    fn admitted<T>(request: &tonic::Request<T>) -> admission::Admitted {
+        request.extensions().get::<admission::Admitted>().cloned().unwrap_or_default()
     }
 }

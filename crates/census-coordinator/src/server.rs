@@ -10,6 +10,7 @@ use census_proto::v1::worker_service_server::WorkerServiceServer;
 use census_store::JobStore;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
+use crate::admission::{self, Admitted};
 use crate::auth::{self, Need};
 use crate::{Api, Coordinator, status_page};
 
@@ -125,10 +126,12 @@ async fn publish_job_gauges(store: Arc<dyn JobStore>) {
 
 /// Applies the authorization table ([`auth::POLICY`]) to every call, in
 /// one place, before any handler runs: the caller it finds goes into the
-/// request's extensions ([`crate::Api::caller`]). A read first waits for
-/// its turn at the store ([`crate::CoordinatorConfig::concurrent_reads`]),
-/// so even the credential checks of a flood of reads cannot take every
-/// connection.
+/// request's extensions ([`crate::Api::caller`]). A worker's call is first
+/// admitted or refused ([`crate::admission`]), and its slot goes into the
+/// extensions too, so that a report can leave it while it is checked; a
+/// read first waits for its turn at the store
+/// ([`crate::CoordinatorConfig::concurrent_reads`]), so even the
+/// credential checks of a flood of reads cannot take every connection.
 #[derive(Clone)]
 struct AuthorizeLayer(Arc<Coordinator>);
 
@@ -173,17 +176,29 @@ where
                 Ok(None) => return inner.call(request).await,
                 Err(refused) => return Ok(refused.into_http()),
             };
+            // Admitted (or refused) before anything touches the store, the
+            // credential's check included: a refusal costs no connection.
+            let admitted = match admission::Kind::of(request.uri().path(), need) {
+                Some(kind) => match coordinator.admission.admit(kind).await {
+                    Ok(admitted) => admitted,
+                    Err(refused) => return Ok(refused.into_http()),
+                },
+                None => Admitted::default(),
+            };
             let turn = if need == Need::Read { Some(coordinator.read_turn().await) } else { None };
             let metadata = tonic::metadata::MetadataMap::from_headers(request.headers().clone());
-            match auth::authorize(&coordinator.config.auth, coordinator.store.as_ref(), &metadata, need).await {
-                Ok(caller) => {
-                    request.extensions_mut().insert(caller);
-                    let response = inner.call(request).await;
-                    drop(turn);
-                    response
-                }
-                Err(refused) => Ok(refused.into_http()),
-            }
+            let response =
+                match auth::authorize(&coordinator.config.auth, coordinator.store.as_ref(), &metadata, need).await {
+                    Ok(caller) => {
+                        request.extensions_mut().insert(caller);
+                        request.extensions_mut().insert(admitted.clone());
+                        inner.call(request).await
+                    }
+                    Err(refused) => Ok(refused.into_http()),
+                };
+            drop(turn);
+            admitted.release();
+            response
         })
     }
 }

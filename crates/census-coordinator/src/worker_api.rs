@@ -11,6 +11,7 @@ use census_proto::v1::{
 use census_store::{CompleteOutcome, Completion, LeaseCheck, StoreError};
 use tonic::{Request, Response, Status};
 
+use crate::admission::Admitted;
 use crate::auth::Caller;
 use crate::convert::{completion_of, job_message, outcome_of};
 use crate::limits::{self, MAX_BATCH, MAX_REASON_LEN, MAX_TOKEN_LEN};
@@ -22,9 +23,12 @@ impl Api {
     /// ([`crate::checking`]); a late one goes to the store unchecked (it
     /// can only be a repeat or refused), a forged one is refused here and
     /// recorded against the sender. One outcome a completion, in order.
+    /// The call leaves its admission slot while its results are counted
+    /// again, which uses no connection and may take long.
     async fn record(
         &self,
         caller: &Caller,
+        admitted: &Admitted,
         completions: Vec<Completion>,
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, Status> {
         let checks = self.0.store.check_leases(&completions).await.map_err(status_of)?;
@@ -47,7 +51,7 @@ impl Api {
             };
             outcomes.push(refused.map(Err));
         }
-        let mut checked = self.0.validate(caller, held).await?;
+        let mut checked = if held.is_empty() { held } else { admitted.outside(self.0.validate(caller, held)).await? };
         checked.append(&mut late);
         held_at.append(&mut late_at);
         let recorded = self.0.store.complete_many(&checked).await.map_err(status_of)?;
@@ -108,6 +112,7 @@ impl WorkerService for Api {
     ) -> Result<Response<CompleteJobsResponse>, Status> {
         let started = std::time::Instant::now();
         let caller = Self::caller(&request)?;
+        let admitted = Self::admitted(&request);
         let request = request.into_inner();
         limits::at_most("results", request.results.len(), MAX_BATCH)?;
         let mut outcomes: Vec<Option<JobOutcome>> = vec![None; request.results.len()];
@@ -131,7 +136,7 @@ impl WorkerService for Api {
             }
         }
         let job_ids: Vec<i64> = valid.iter().map(|c| c.job_id).collect();
-        let recorded = self.record(&caller, valid).await?;
+        let recorded = self.record(&caller, &admitted, valid).await?;
         let recorded_count = recorded.iter().filter(|o| matches!(o, Ok(CompleteOutcome::Recorded))).count();
         metrics::counter!("census_worker_results_total", "worker" => caller.name.clone())
             .increment(recorded_count as u64);
@@ -146,10 +151,12 @@ impl WorkerService for Api {
 
     async fn complete_job(&self, request: Request<CompleteJobRequest>) -> Result<Response<JobOutcome>, Status> {
         let caller = Self::caller(&request)?;
+        let admitted = Self::admitted(&request);
         let request = request.into_inner();
         let result = request.result.ok_or_else(|| Status::invalid_argument("result is missing"))?;
         let completion = completion_of(&caller.name, &result)?;
-        let outcome = self.record(&caller, vec![completion]).await?.pop().expect("one outcome").map_err(status_of)?;
+        let outcome =
+            self.record(&caller, &admitted, vec![completion]).await?.pop().expect("one outcome").map_err(status_of)?;
         Ok(Response::new(outcome_of(result.job_id, Ok(outcome))))
     }
 

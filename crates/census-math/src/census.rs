@@ -54,6 +54,13 @@ pub enum Census {
     /// of their number and `salt`, checked in O(1), for load testing the
     /// engine (`census simulate`); see [`synthetic`].
     Synthetic { jobs: u64, salt: u64 },
+    /// 2 x c grids by the layer recurrence, as stages of jobs over files
+    /// ([`shapes::layer_jobs`]): map and reduce jobs build each layer of
+    /// partial bands in `parts` parts from `shards` shards of the layer
+    /// before; then one job a column-set class reads its F from the last
+    /// layer. Map and reduce jobs count nothing: their count is the digest
+    /// of the files they wrote, which the next stage reads.
+    Layers { c: usize, shards: u32, parts: u32 },
 }
 
 /// The gangsters `start..end` (in the order of [`three_bands::gangsters`]),
@@ -139,6 +146,7 @@ impl fmt::Display for Census {
                 write!(f, "shape boxes={rows}x{cols} gangsters={start}..{end}")
             }
             Census::Synthetic { jobs, salt } => write!(f, "synthetic jobs={jobs} salt={salt}"),
+            Census::Layers { c, shards, parts } => write!(f, "layers boxes=2x{c} shards={shards} parts={parts}"),
         }
     }
 }
@@ -148,7 +156,9 @@ impl FromStr for Census {
 
     /// `sudoku [stage=S] [counter=C]`, `essentially-different`, or
     /// `shape boxes=RxC` with one side 2, or 4x3 (3x4); `3x3` is the sudoku
-    /// count; `synthetic jobs=M [salt=S]` is the load test's made-up census.
+    /// count; `synthetic jobs=M [salt=S]` is the load test's made-up census;
+    /// `layers boxes=2xC [shards=S] [parts=P]` is 2 x c by the layer
+    /// recurrence (S and P default to 8).
     fn from_str(text: &str) -> Result<Census, CensusError> {
         let bad = |reason: String| CensusError::BadCensus { text: text.to_string(), reason };
         let mut words = text.split_whitespace();
@@ -205,9 +215,24 @@ impl FromStr for Census {
                 let salt = take("salt").map_or(Ok(0), |value| number("salt", value))?;
                 Census::Synthetic { jobs, salt }
             }
+            "layers" => {
+                let boxes = take("boxes").ok_or_else(|| bad("layers needs boxes=2xC, e.g. boxes=2x5".into()))?;
+                let c = match boxes.split_once('x').map(|(r, c)| (r.parse::<usize>(), c.parse::<usize>())) {
+                    Some((Ok(2), Ok(c))) | Some((Ok(c), Ok(2))) if (shapes::MIN_C..=shapes::MAX_C).contains(&c) => c,
+                    _ => return Err(bad(format!("boxes={boxes}: layers counts 2x2 to 2x6 (or their transposes)"))),
+                };
+                let mut number = |name: &str| {
+                    take(name).map_or(Ok(DEFAULT_LAYER_SPLIT), |value| {
+                        value.parse::<u32>().map_err(|_| bad(format!("{name}={value} is not a whole number")))
+                    })
+                };
+                let (shards, parts) = (number("shards")?, number("parts")?);
+                shapes::layer_jobs::LayerPlan::new(c, shards, parts).map_err(|e| bad(e.to_string()))?;
+                Census::Layers { c, shards, parts }
+            }
             other => {
                 return Err(bad(format!(
-                    "{other:?} is not a kind (sudoku, essentially-different, shape; synthetic for load tests)"
+                    "{other:?} is not a kind (sudoku, essentially-different, shape, layers; synthetic for load tests)"
                 )));
             }
         };
@@ -230,6 +255,9 @@ fn parse_gangsters(range: &str) -> Result<Gangsters, String> {
     Ok(Gangsters { start, end })
 }
 
+/// Shards and parts of a layer census whose text does not give them.
+pub const DEFAULT_LAYER_SPLIT: u32 = 8;
+
 /// Russell and Jarvis (2006): the number of essentially different grids.
 pub const PUBLISHED_ESSENTIALLY_DIFFERENT: u64 = 5_472_730_538;
 
@@ -242,8 +270,8 @@ impl Census {
             Census::Sudoku { .. } => Some(n0_from_s(&BigUint::from(crate::total::PUBLISHED_S))),
             Census::EssentiallyDifferent => Some(BigUint::from(PUBLISHED_ESSENTIALLY_DIFFERENT)),
             Census::Shape { gangsters: Some(_), .. } => None,
-            Census::Shape { rows: 2, cols, .. } => {
-                shapes::PUBLISHED_GRIDS.iter().find(|(side, _)| *side == cols).and_then(|(_, grids)| grids.parse().ok())
+            Census::Shape { rows: 2, cols: c, .. } | Census::Layers { c, .. } => {
+                shapes::PUBLISHED_GRIDS.iter().find(|(side, _)| *side == c).and_then(|(_, grids)| grids.parse().ok())
             }
             Census::Shape { rows: 4, cols: 3, .. } => three_bands::PUBLISHED_4X3.parse().ok(),
             Census::Shape { .. } | Census::Synthetic { .. } => None,
@@ -304,6 +332,7 @@ impl Census {
         const HOUR: u64 = 3600;
         match *self {
             Census::Shape { rows: 2, cols, .. } if cols >= 6 => Some(std::time::Duration::from_secs(12 * HOUR)),
+            Census::Layers { c, .. } if c >= 6 => Some(std::time::Duration::from_secs(12 * HOUR)),
             Census::Shape { rows, .. } if rows != 2 => Some(std::time::Duration::from_secs(4 * HOUR)),
             _ => None,
         }
@@ -336,6 +365,9 @@ impl Census {
         match *self {
             Census::Shape { rows: 2, cols, .. } if cols < 6 => CheckPolicy::RECOUNT_ALL,
             Census::Shape { .. } => CheckPolicy::QUORUM_AND_SAMPLE,
+            // A recount would need the shared files; two identities that
+            // write the same files report the same digest.
+            Census::Layers { .. } => CheckPolicy { quorum: 2, recount_fraction: 0.0 },
             Census::Sudoku { .. } | Census::EssentiallyDifferent | Census::Synthetic { .. } => CheckPolicy::RECOUNT_ALL,
         }
     }
@@ -393,6 +425,52 @@ impl Census {
                     .collect())
             }
             Census::Synthetic { .. } => Ok(self.job_stream()?.collect()),
+            Census::Layers { .. } => Ok(self
+                .layer_plan()?
+                .jobs()
+                .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?
+                .into_iter()
+                .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
+                .collect()),
+        }
+    }
+
+    /// The plan of a layer census (its jobs, keys and stages).
+    pub fn layer_plan(&self) -> Result<shapes::layer_jobs::LayerPlan, CensusError> {
+        match *self {
+            Census::Layers { c, shards, parts } => shapes::layer_jobs::LayerPlan::new(c, shards, parts)
+                .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() }),
+            _ => Err(CensusError::BadCensus { text: self.to_string(), reason: "not a layers census".into() }),
+        }
+    }
+
+    /// How many stages the census's jobs fall into: a job of stage s may be
+    /// leased only when every job of the stages before it is done. 1 for
+    /// every kind but `layers` (map and reduce a step, then the classes).
+    pub fn stage_count(&self) -> u32 {
+        self.layer_plan().map_or(1, |plan| plan.stage_count())
+    }
+
+    /// The stage (0..[`Census::stage_count`]) of one of the census's jobs.
+    ///
+    /// ```
+    /// use census_math::census::Census;
+    /// let layers: Census = "layers boxes=2x3 shards=2 parts=3".parse().unwrap();
+    /// assert_eq!(layers.stage_count(), 5);
+    /// assert_eq!(layers.stage("2x3/map/1/0"), Ok(0));
+    /// assert_eq!(layers.stage("2x3/reduce/2/2"), Ok(3));
+    /// assert_eq!(layers.stage("2x3/class/038,038,038"), Ok(4));
+    /// assert!(layers.stage("2x3/map/9/0").is_err());
+    /// let shape: Census = "shape boxes=2x3".parse().unwrap();
+    /// assert_eq!((shape.stage_count(), shape.stage("2x3:038,038,038")), (1, Ok(0)));
+    /// ```
+    pub fn stage(&self, key: &str) -> Result<u32, CensusError> {
+        match self.layer_plan() {
+            Ok(plan) => plan
+                .parse(key)
+                .map(|job| plan.stage(&job))
+                .map_err(|e| CensusError::BadKey { key: key.to_string(), reason: e.to_string() }),
+            Err(_) => Ok(0),
         }
     }
 
@@ -420,6 +498,7 @@ impl Census {
             Census::Shape { rows: 2, .. } => "band-f/1".to_string(),
             Census::Shape { .. } => "three-bands/1".to_string(),
             Census::Synthetic { .. } => "synthetic/1".to_string(),
+            Census::Layers { .. } => "layers/1".to_string(),
         }
     }
 
@@ -431,7 +510,7 @@ impl Census {
     /// store's audit view shows each class's contribution so.
     pub fn class_power(&self) -> u32 {
         match self {
-            Census::Shape { rows: 2, .. } => 2,
+            Census::Shape { rows: 2, .. } | Census::Layers { .. } => 2,
             _ => 1,
         }
     }
@@ -484,6 +563,7 @@ impl Census {
                 tables: three_bands::TablePool::new(rows).expect("three-band shapes have 2 to 4 rows"),
             },
             Census::Synthetic { jobs, salt } => JobCounter::Synthetic { jobs, salt },
+            Census::Layers { c, .. } => JobCounter::Layers { c },
         }
     }
 
@@ -594,6 +674,36 @@ impl Census {
                 }
                 Ok(Answer { value, terms })
             }
+            Census::Layers { c, .. } => {
+                // The class jobs fold as the shape census's jobs; a map or
+                // reduce job's count is a digest, which adds nothing.
+                let plan = self.layer_plan()?;
+                let mut shape_jobs = Vec::new();
+                let mut class_counts = Vec::new();
+                for (job, &count) in jobs.iter().zip(counts) {
+                    let parsed =
+                        plan.parse(&job.key).map_err(|e| CensusError::BadResults(format!("{}: {e}", job.key)))?;
+                    if matches!(parsed, shapes::layer_jobs::LayerJob::Class { .. }) {
+                        let sets = job.key.rsplit('/').next().unwrap_or_default();
+                        shape_jobs.push(shapes::ShapeJob {
+                            key: format!("2x{c}:{sets}"),
+                            group: job.group.clone(),
+                            weight: job.weight,
+                        });
+                        class_counts.push(count);
+                    }
+                }
+                let value = shapes::fold(c, shape_jobs.iter().zip(class_counts))
+                    .map_err(|e| CensusError::BadResults(e.to_string()))?;
+                let terms = vec![
+                    ("map and reduce jobs (counts are digests of their files)".into(), {
+                        (jobs.len() - shape_jobs.len()).to_string()
+                    }),
+                    ("column-set classes".into(), shape_jobs.len().to_string()),
+                    (format!("grids(2 x {c}) = sum of weight x F^2"), value.to_string()),
+                ];
+                Ok(Answer { value, terms })
+            }
             Census::Shape { cols: c, .. } => {
                 let shape_jobs: Vec<shapes::ShapeJob> = jobs
                     .iter()
@@ -630,6 +740,12 @@ pub enum JobCounter {
     Synthetic {
         jobs: u64,
         salt: u64,
+    },
+    /// A layer census's jobs read and write files in a directory shared by
+    /// the workers (the `census-layers` crate), which a counter of keys
+    /// alone does not have: every count is refused with the reason.
+    Layers {
+        c: usize,
     },
 }
 
@@ -676,6 +792,12 @@ impl JobCounter {
                 }
             }
             JobCounter::Synthetic { jobs, salt } => Some(synthetic::count_key(key, *jobs, *salt).map_err(bad)?),
+            JobCounter::Layers { c } => {
+                return Err(bad(format!(
+                    "a 2x{c} layers job needs the layer data plane (census-layers: the shared directory of \
+                     layer files and the accepted digests of the stage before), which this counter has not"
+                )));
+            }
         };
         count.ok_or(CensusError::Cancelled)
     }
@@ -746,6 +868,7 @@ mod tests {
             "shape boxes=2x5",
             "shape boxes=4x3",
             "shape boxes=4x3 gangsters=10..20",
+            "layers boxes=2x5 shards=4 parts=16",
         ] {
             assert_eq!(text.parse::<Census>().unwrap().to_string(), text);
         }
@@ -758,6 +881,7 @@ mod tests {
         assert_eq!("shape boxes=3x4".parse::<Census>().unwrap().to_string(), "shape boxes=4x3");
         assert_eq!("shape boxes=3x3".parse::<Census>().unwrap(), "sudoku".parse().unwrap());
         assert_eq!("synthetic jobs=5".parse::<Census>().unwrap().to_string(), "synthetic jobs=5 salt=0");
+        assert_eq!("layers boxes=6x2".parse::<Census>().unwrap(), Census::Layers { c: 6, shards: 8, parts: 8 });
         assert_eq!("synthetic salt=7 jobs=5".parse::<Census>().unwrap(), Census::Synthetic { jobs: 5, salt: 7 });
         for (text, says) in [
             ("", "empty"),
@@ -778,6 +902,12 @@ mod tests {
             ("shape boxes=4x3 gangsters=5", "not START..END"),
             ("shape boxes=4x3 gangsters=5..5", "is empty"),
             ("shape boxes=4x3 gangsters=-1..5", "not START..END"),
+            ("layers", "needs boxes=2xC"),
+            ("layers boxes=3x3", "2x2 to 2x6"),
+            ("layers boxes=2x7", "2x2 to 2x6"),
+            ("layers boxes=2x4 shards=0", "1..=1048576 shards"),
+            ("layers boxes=2x4 parts=x", "parts=x is not a whole number"),
+            ("layers boxes=2x4 gangsters=0..5", "takes no gangsters"),
         ] {
             let error = text.parse::<Census>().unwrap_err().to_string();
             assert!(error.contains(says), "{text:?}: {error}");
@@ -836,6 +966,44 @@ mod tests {
         assert!(slice.fold(&jobs[100..102], &[1, 1]).is_err(), "a slice folds all its jobs");
         let beyond: Census = "shape boxes=4x3 gangsters=144000..144579".parse().unwrap();
         assert!(beyond.jobs().unwrap_err().to_string().contains("there are 144578 gangsters"));
+    }
+
+    /// A layer census: stages, the shape census's classes and weights, a
+    /// check by two identities and no recount (the files are shared), a
+    /// counter that refuses every key (the data plane counts them), and a
+    /// fold of the class jobs' F to the published totals (2x3, 2x4; the F
+    /// here by the shape census's search counter), whatever the digests.
+    #[test]
+    fn a_layers_census_folds_its_class_jobs_like_the_shape_census() {
+        for (c, grids) in [(3, "28200960"), (4, "29136487207403520")] {
+            let census: Census = format!("layers boxes=2x{c} shards=3 parts=2").parse().unwrap();
+            let shape: Census = format!("shape boxes=2x{c}").parse().unwrap();
+            let (jobs, shape_jobs) = (census.jobs().unwrap(), shape.jobs().unwrap());
+            let classes: Vec<&JobSpec> = jobs.iter().filter(|job| job.key.contains("/class/")).collect();
+            assert_eq!(classes.len(), shape_jobs.len());
+            let counter = shape.job_counter();
+            let mut counts = Vec::new();
+            for (index, job) in jobs.iter().enumerate() {
+                let stage = census.stage(&job.key).unwrap();
+                if let Some(sets) = job.key.strip_prefix(&format!("2x{c}/class/")) {
+                    let twin = shape_jobs.iter().find(|twin| twin.group == job.group).unwrap();
+                    assert_eq!((twin.key.as_str(), twin.weight), (format!("2x{c}:{sets}").as_str(), job.weight));
+                    assert_eq!(stage, census.stage_count() - 1);
+                    counts.push(counter.count(&twin.key).unwrap());
+                } else {
+                    assert!(stage < census.stage_count() - 1);
+                    counts.push(u128::MAX - index as u128);
+                }
+                let refused = census.job_counter().count(&job.key).unwrap_err().to_string();
+                assert!(refused.contains("needs the layer data plane"), "{refused}");
+            }
+            let answer = census.fold(&jobs, &counts).unwrap();
+            assert_eq!(answer.value.to_string(), grids);
+            assert_eq!(census.published(), Some(answer.value));
+            assert_eq!(census.default_check(), CheckPolicy { quorum: 2, recount_fraction: 0.0 });
+            assert_eq!((census.class_power(), census.counter_version().as_str()), (2, "layers/1"));
+            assert!(census.fold(&jobs[1..], &counts[1..]).is_err(), "every job, the data jobs too");
+        }
     }
 
     /// The fold refuses anything but exactly the census's jobs, each once.

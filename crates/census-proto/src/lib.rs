@@ -2,14 +2,17 @@
 //! at build time by `protox` and `tonic-prost-build` (no system `protoc`).
 //!
 //! This crate is generated code, the descriptor set for server reflection,
-//! [`client`]: how a client connects and presents its credential, and
+//! [`client`]: how a client connects and presents its credential,
 //! [`limits`]: the bounds of the wire contract, which the coordinator enforces
-//! and clients respect. It has no census logic of its own.
+//! and clients respect, and [`retry`]: the hint with which a busy
+//! coordinator refuses a call, and how a client reads it. It has no census
+//! logic of its own.
 
 #![allow(clippy::all)]
 
 pub mod client;
 pub mod limits;
+pub mod retry;
 
 /// Package `census.v1`.
 pub mod v1 {

@@ -135,6 +135,28 @@ fn jittered(base: Duration) -> Duration {
     base + base.mul_f64((random % 1000) as f64 / 2000.0)
 }
 
+/// The pause before a failed `call` is tried again, said in the log: the
+/// coordinator's retry hint when it gives one (it is busy, which is what
+/// the hint is for, not a fault: [`census_proto::retry`]), else `backoff`,
+/// which then doubles up to `BACKOFF_CAP`; jittered either way.
+fn pause_after(call: &'static str, status: &tonic::Status, backoff: &mut Duration) -> Duration {
+    metrics::counter!("census_worker_retries_total", "call" => call).increment(1);
+    let error = status.message();
+    match census_proto::retry::pushback(status) {
+        Some(hint) => {
+            let retry_in = jittered(hint);
+            tracing::debug!(call, error, ?retry_in, "the coordinator is busy; trying again when it says");
+            retry_in
+        }
+        None => {
+            let retry_in = jittered(*backoff);
+            *backoff = (*backoff * 2).min(BACKOFF_CAP);
+            tracing::warn!(call, error, ?retry_in, "the call failed; retrying");
+            retry_in
+        }
+    }
+}
+
 /// Refusals that retrying cannot fix: the credential is missing, unknown,
 /// revoked, of the wrong role, or quarantined.
 fn is_refusal(status: &tonic::Status) -> bool {
@@ -180,11 +202,14 @@ pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Re
             flag.store(true, Ordering::Relaxed);
         }
     });
+    let leases = Arc::new(HeldLeases::default());
+    let heartbeat = tokio::spawn(heartbeat(client.clone(), config.worker_id.clone(), leases.clone()));
     let mut worker = Worker {
         config,
         client,
         stop,
         cancel,
+        leases,
         counters: HashMap::new(),
         report: WorkerReport::default(),
         leased: 0,
@@ -192,6 +217,7 @@ pub async fn run_worker(config: WorkerConfig, stop: watch::Receiver<Stop>) -> Re
     };
     let worked = worker.work().await;
     watcher.abort();
+    heartbeat.abort();
     worked?;
     Ok(worker.report)
 }
@@ -209,6 +235,8 @@ struct Worker {
     stop: watch::Receiver<Stop>,
     /// Set when the worker is told to stop: the counts under way give up.
     cancel: Arc<AtomicBool>,
+    /// The leases held, which one task heartbeats.
+    leases: Arc<HeldLeases>,
     /// One counter per census met, with its counter version.
     counters: HashMap<String, Arc<CensusCounter>>,
     report: WorkerReport,
@@ -260,10 +288,8 @@ impl Worker {
                     return Err(WorkerError::Refused(status.message().to_string()));
                 }
                 Err(status) => {
-                    metrics::counter!("census_worker_retries_total", "call" => "lease").increment(1);
-                    tracing::warn!(coordinator = %self.config.coordinator.url, error = %status.message(), retry_in = ?backoff, "cannot lease jobs; retrying");
-                    self.pause(jittered(backoff)).await;
-                    backoff = (backoff * 2).min(BACKOFF_CAP);
+                    let retry_in = pause_after("lease", &status, &mut backoff);
+                    self.pause(retry_in).await;
                     continue;
                 }
             };
@@ -293,7 +319,7 @@ impl Worker {
             let started = Instant::now();
             let jobs = response.jobs.len();
             let counted = self.count_batch(response.jobs, ttl).await?;
-            let Some((results, heartbeat)) = counted else { break };
+            let Some((results, tokens)) = counted else { break };
             if self.config.batch.is_none() {
                 batch = batch_for_rate(jobs, started.elapsed(), self.config.threads, ttl)
                     .max(batch_counted_together(self.together, self.config.threads));
@@ -305,11 +331,11 @@ impl Worker {
             if let Some(previous) = reporting.take() {
                 self.finish_report(previous).await;
             }
-            // The report stops its leases' heartbeat as soon as it is answered.
-            let reporter = self.reporter();
+            // The batch's leases are heartbeated until its report is answered.
+            let (reporter, leases) = (self.reporter(), self.leases.clone());
             reporting = Some(tokio::spawn(async move {
                 let tally = reporter.report(results).await;
-                heartbeat.abort();
+                leases.release(&tokens);
                 tally
             }));
         }
@@ -319,7 +345,7 @@ impl Worker {
         Ok(())
     }
 
-    /// Waits for a batch's report (which stops its leases' heartbeat).
+    /// Waits for a batch's report (which releases its leases).
     async fn finish_report(&mut self, report: InFlight) {
         match report.await {
             Ok(tally) => self.report.add(tally),
@@ -347,14 +373,14 @@ impl Worker {
         Ok(counter)
     }
 
-    /// Counts a batch on `threads` blocking threads, heartbeating meanwhile;
-    /// the heartbeat goes on until the caller stops it. `None` when told to
-    /// stop at once.
+    /// Counts a batch on `threads` blocking threads, its leases held (and
+    /// heartbeated) meanwhile and until the caller releases the tokens it
+    /// returns with the results. `None` when told to stop at once.
     async fn count_batch(
         &mut self,
         jobs: Vec<Job>,
         ttl: Duration,
-    ) -> Result<Option<(Vec<JobResult>, tokio::task::JoinHandle<()>)>, WorkerError> {
+    ) -> Result<Option<(Vec<JobResult>, Vec<String>)>, WorkerError> {
         let mut runnable = Vec::with_capacity(jobs.len());
         self.together = 1;
         for job in jobs {
@@ -366,9 +392,8 @@ impl Worker {
                 Err(reason) => self.fail(&job, &reason).await,
             }
         }
-        let cancelled: Arc<Mutex<HashSet<String>>> = Arc::default();
-        let heartbeat =
-            self.spawn_heartbeat(runnable.iter().map(|(job, _)| job.token.clone()).collect(), ttl, cancelled.clone());
+        let tokens: Vec<String> = runnable.iter().map(|(job, _)| job.token.clone()).collect();
+        self.leases.hold(&tokens, ttl);
 
         let threads = self.config.threads.min(runnable.len()).max(1);
         // Each thread takes a run of neighbouring jobs, which some censuses
@@ -381,8 +406,8 @@ impl Worker {
         let tasks: Vec<_> = chunks
             .into_iter()
             .map(|chunk| {
-                let (lost, cancel) = (cancelled.clone(), self.cancel.clone());
-                tokio::task::spawn_blocking(move || count_chunk(chunk, &lost, &cancel))
+                let (leases, cancel) = (self.leases.clone(), self.cancel.clone());
+                tokio::task::spawn_blocking(move || count_chunk(chunk, &leases.lost, &cancel))
             })
             .collect();
         let mut results = Vec::new();
@@ -396,7 +421,7 @@ impl Worker {
                     failures.extend(failed);
                 }
                 _ = stop.wait_for(|s| *s == Stop::Now) => {
-                    heartbeat.abort();
+                    self.leases.release(&tokens);
                     tracing::warn!("stopping at once; the leases in hand will expire and be counted elsewhere");
                     return Ok(None);
                 }
@@ -405,7 +430,7 @@ impl Worker {
         for (job, reason) in failures {
             // A job it gave up is no lease of its own to keep: the heartbeat
             // stops sending it (the coordinator would answer "lost").
-            cancelled.lock().expect("never poisoned").insert(job.token.clone());
+            self.leases.release(std::slice::from_ref(&job.token));
             self.fail(&job, &reason).await;
         }
         if self.cancel.load(Ordering::Relaxed) {
@@ -415,46 +440,10 @@ impl Worker {
             );
         }
         self.report.jobs_counted += results.len() as u64;
-        let cancelled = cancelled.lock().expect("never poisoned");
-        results.retain(|r| !cancelled.contains(&r.token));
-        Ok(Some((results, heartbeat)))
-    }
-
-    /// Heartbeats the leases of `tokens` every third of their TTL, but those
-    /// in `cancelled` (lost, or given up): a lost lease is said once, not at
-    /// every beat while a long job goes on.
-    fn spawn_heartbeat(
-        &self,
-        tokens: Vec<String>,
-        ttl: Duration,
-        cancelled: Arc<Mutex<HashSet<String>>>,
-    ) -> tokio::task::JoinHandle<()> {
-        let mut client = self.client.clone();
-        let worker_id = self.config.worker_id.clone();
-        tokio::spawn(async move {
-            let every = (ttl / 3).max(Duration::from_millis(200));
-            loop {
-                tokio::time::sleep(every).await;
-                let held: Vec<String> = {
-                    let dropped = cancelled.lock().expect("never poisoned");
-                    tokens.iter().filter(|token| !dropped.contains(*token)).cloned().collect()
-                };
-                if held.is_empty() {
-                    return;
-                }
-                let request = HeartbeatRequest { worker_id: worker_id.clone(), tokens: held };
-                match client.heartbeat(deadline(request, CALL_DEADLINE)).await {
-                    Ok(response) => {
-                        let lost = response.into_inner().cancel_tokens;
-                        if !lost.is_empty() {
-                            tracing::info!(jobs = lost.len(), "leases lost; dropping those jobs");
-                            cancelled.lock().expect("never poisoned").extend(lost);
-                        }
-                    }
-                    Err(status) => tracing::warn!(error = %status.message(), "heartbeat failed"),
-                }
-            }
-        })
+        let lost = self.leases.lost.lock().expect("never poisoned");
+        results.retain(|r| !lost.contains(&r.token));
+        drop(lost);
+        Ok(Some((results, tokens)))
     }
 
     async fn fail(&mut self, job: &Job, reason: &str) {
@@ -471,6 +460,100 @@ impl Worker {
     }
 }
 
+/// The leases a worker holds, heartbeated together by one task
+/// ([`heartbeat`]): one call renews them all, sent when the lease renewed
+/// longest ago is a third of its TTL old. A batch reported sooner costs no
+/// heartbeat, and a worker whose batches overlap (one counted while the
+/// last is reported) sends one call for both, not one a batch.
+#[derive(Default)]
+struct HeldLeases {
+    /// Each held lease's token: when it was last renewed (leased or
+    /// heartbeated), and its TTL.
+    held: Mutex<HashMap<String, (Instant, Duration)>>,
+    /// Leases the coordinator said are lost: their jobs are dropped, and
+    /// they are said once, not at every beat while a long job goes on.
+    lost: Mutex<HashSet<String>>,
+    /// Wakes the heartbeat when leases come while it holds none.
+    came: tokio::sync::Notify,
+}
+
+impl HeldLeases {
+    fn hold(&self, tokens: &[String], ttl: Duration) {
+        let now = Instant::now();
+        self.held.lock().expect("never poisoned").extend(tokens.iter().map(|token| (token.clone(), (now, ttl))));
+        self.came.notify_one();
+    }
+
+    /// Stops heartbeating `tokens` (reported, given up, or left to expire).
+    fn release(&self, tokens: &[String]) {
+        let mut held = self.held.lock().expect("never poisoned");
+        let mut lost = self.lost.lock().expect("never poisoned");
+        for token in tokens {
+            held.remove(token);
+            lost.remove(token);
+        }
+    }
+
+    /// When the next heartbeat is due: a third of the TTL (at least 200 ms)
+    /// after the lease renewed longest ago; `None` while none is held.
+    fn due(&self) -> Option<Instant> {
+        let held = self.held.lock().expect("never poisoned");
+        held.values().map(|(renewed, ttl)| *renewed + (*ttl / 3).max(Duration::from_millis(200))).min()
+    }
+
+    fn tokens(&self) -> Vec<String> {
+        self.held.lock().expect("never poisoned").keys().cloned().collect()
+    }
+
+    /// The heartbeat sent at `sent` renewed `tokens` but `lost`.
+    fn renewed(&self, tokens: &[String], sent: Instant, lost: Vec<String>) {
+        let mut held = self.held.lock().expect("never poisoned");
+        for token in tokens {
+            if let Some((renewed, _)) = held.get_mut(token) {
+                *renewed = sent;
+            }
+        }
+        for token in &lost {
+            held.remove(token);
+        }
+        self.lost.lock().expect("never poisoned").extend(lost);
+    }
+}
+
+/// Heartbeats the worker's `leases`, all in one call, whenever one is due;
+/// a call that fails is tried again after the coordinator's retry hint or
+/// the worker's backoff. Runs until aborted.
+async fn heartbeat(mut client: WorkerServiceClient<AuthChannel>, worker_id: String, leases: Arc<HeldLeases>) {
+    let mut backoff = BACKOFF_START;
+    loop {
+        let Some(due) = leases.due() else {
+            leases.came.notified().await;
+            continue;
+        };
+        tokio::time::sleep_until(due.into()).await;
+        // Released or renewed meanwhile: wait for the next.
+        if leases.due().is_none_or(|due| due > Instant::now()) {
+            continue;
+        }
+        let tokens = leases.tokens();
+        let sent = Instant::now();
+        let request = HeartbeatRequest { worker_id: worker_id.clone(), tokens: tokens.clone() };
+        match client.heartbeat(deadline(request, CALL_DEADLINE)).await {
+            Ok(response) => {
+                backoff = BACKOFF_START;
+                let lost = response.into_inner().cancel_tokens;
+                if !lost.is_empty() {
+                    tracing::info!(jobs = lost.len(), "leases lost; dropping those jobs");
+                }
+                leases.renewed(&tokens, sent, lost);
+            }
+            Err(status) => {
+                tokio::time::sleep(pause_after("heartbeat", &status, &mut backoff)).await;
+            }
+        }
+    }
+}
+
 /// Sleeps, unless told to stop harder than at the start meanwhile. Returns
 /// the stop level. (Waiting for "any stop" would return at once while
 /// draining, and a retry loop would spin.)
@@ -481,7 +564,7 @@ async fn pause(stop: &watch::Receiver<Stop>, duration: Duration) -> Stop {
     *stop.borrow()
 }
 
-/// A batch's report under way (its task also ends the leases' heartbeat).
+/// A batch's report under way (its task also releases the batch's leases).
 type InFlight = tokio::task::JoinHandle<WorkerReport>;
 
 /// Reports a batch's counts, retrying while the coordinator is away; runs
@@ -537,12 +620,9 @@ impl Reporter {
                             | tonic::Code::Cancelled
                     ) =>
                 {
-                    metrics::counter!("census_worker_retries_total", "call" => "report").increment(1);
-                    tracing::warn!(error = %status.message(), retry_in = ?backoff, "cannot report results; retrying");
-                    if pause(&self.stop, jittered(backoff)).await == Stop::Now {
+                    if pause(&self.stop, pause_after("report", &status, &mut backoff)).await == Stop::Now {
                         return tally;
                     }
-                    backoff = (backoff * 2).min(BACKOFF_CAP);
                 }
                 Err(status) => {
                     tracing::error!(error = %status.message(), "results refused");

@@ -566,11 +566,54 @@ fn layers_2x4_prints_each_layer_and_the_total() {
     assert!(!stdout.contains("grids"), "no total before the last layer: {stdout}");
 }
 
+/// `census layers` through a directory it keeps: the same layers on 1 and
+/// 3 threads, every layer's files counted in bytes, and a second run over
+/// the directory counts nothing again (its jobs' digests are in the log).
+#[test]
+fn layers_keeps_its_files_in_dir_and_goes_on_from_them() {
+    let dir = temp_path("layers-dir");
+    let dir_text = dir.to_str().unwrap();
+    let run = |threads: &str| {
+        let output = census(&[
+            "layers",
+            "--boxes",
+            "2x4",
+            "--threads",
+            threads,
+            "--shards",
+            "3",
+            "--parts",
+            "2",
+            "--dir",
+            dir_text,
+            "--json",
+        ]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let first = run("1");
+    assert_eq!(first["census"], "layers boxes=2x4 shards=3 parts=2");
+    assert_eq!(first["grids"], "29136487207403520");
+    let bytes: Vec<u64> = first["layers"].as_array().unwrap().iter().map(|l| l["bytes"].as_u64().unwrap()).collect();
+    assert_eq!(bytes[0], 0, "layer 1 is no file");
+    assert!(bytes[1..].iter().all(|&b| b > 0), "{bytes:?}");
+    let log = std::fs::read_to_string(dir.join("2x4-s3-p2").join("accepted")).unwrap();
+    assert_eq!(log.lines().count(), (1 + 2) + 2 * (3 + 2), "every map and reduce job once: {log}");
+    let again = run("3");
+    assert_eq!(again["grids"], first["grids"]);
+    assert_eq!(again["layers"].as_array().unwrap().iter().map(|l| &l["bytes"]).collect::<Vec<_>>(), {
+        first["layers"].as_array().unwrap().iter().map(|l| &l["bytes"]).collect::<Vec<_>>()
+    });
+    assert_eq!(std::fs::read_to_string(dir.join("2x4-s3-p2").join("accepted")).unwrap(), log, "nothing counted again");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn layers_refuses_bad_shapes_and_layers_with_exit_2() {
     for (args, message) in [
         (&["layers", "--boxes", "3x3"][..], "is not 2xC or Cx2"),
         (&["layers", "--boxes", "2x4", "--to-layer", "5"][..], "2x4 has layers 1 to 4"),
+        (&["layers", "--boxes", "2x4", "--parts", "0"][..], "1..=65536 parts"),
     ] {
         let output = census(args);
         assert_eq!(output.status.code(), Some(2), "{args:?}");

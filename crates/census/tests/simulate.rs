@@ -53,13 +53,31 @@ fn check_summary(summary: &Value, workers: u64, jobs: u64) {
         assert_eq!(recorded, jobs, "{summary}");
     }
 
+    let mut answered = 0;
     for call in ["lease", "heartbeat", "complete"] {
         let stats = &summary[call];
         let calls = stats["calls"].as_u64().unwrap_or_else(|| panic!("{call}.calls is missing: {summary}"));
-        let (p50, p99, max) =
-            (stats["p50_ms"].as_f64().unwrap(), stats["p99_ms"].as_f64().unwrap(), stats["max_ms"].as_f64().unwrap());
-        assert!(calls >= 1 && 0.0 <= p50 && p50 <= p99 && p99 <= max, "{call}: {stats}");
+        let ms = |name: &str| stats[name].as_f64().unwrap_or_else(|| panic!("{call}.{name} is missing: {summary}"));
+        let (p50, p99, max) = (ms("p50_ms"), ms("p99_ms"), ms("max_ms"));
+        assert!(0.0 <= p50 && p50 <= p99 && p99 <= max, "{call}: {stats}");
+        // The answered try is part of the wait.
+        assert!(ms("answered_p50_ms") <= ms("answered_p99_ms") && ms("answered_p99_ms") <= max, "{call}: {stats}");
+        // Heartbeats as a worker sends them: a third of the lease TTL into
+        // a batch not yet reported, which a quick one never is.
+        assert!(calls >= 1 || call == "heartbeat", "{call}: {stats}");
+        answered += calls;
     }
+    if summary["heartbeats"] == "every-batch" {
+        assert!(summary["heartbeat"]["calls"].as_u64().unwrap() >= jobs.div_ceil(whole("batch")), "{summary}");
+    }
+    // Admission: never more in flight than the limit; every answered call
+    // was admitted; every refusal the workers heard, the coordinator made.
+    let admission = &summary["admission"];
+    let count =
+        |name: &str| admission[name].as_u64().unwrap_or_else(|| panic!("admission.{name} is missing: {summary}"));
+    assert!(count("most_in_flight") >= 1 && count("most_in_flight") <= whole("max_calls_in_flight"), "{summary}");
+    assert!(count("admitted") >= answered, "{summary}");
+    assert_eq!(count("refused_held") + count("refused_leases"), whole("calls_refused_busy"), "{summary}");
     // At most `batch` jobs a lease: at least jobs / batch lease calls; at most a report per job.
     let batch = whole("batch");
     assert!(summary["lease"]["calls"].as_u64().unwrap() >= jobs.div_ceil(batch), "{summary}");
@@ -78,12 +96,27 @@ fn twenty_simulated_workers_do_every_job_once_on_sqlite() {
     assert_eq!(summary["connections"], 20);
 }
 
-/// Shared connections: many workers, each its own token, over a few HTTP/2 connections.
+/// Shared connections: many workers, each its own token, over a few HTTP/2
+/// connections; a heartbeat for every batch; one call in flight at a time.
 #[test]
 fn workers_sharing_connections_keep_their_own_identities() {
-    let summary = simulate(&["--workers", "12", "--jobs", "300", "--connections", "3", "--batch", "4"]);
+    let summary = simulate(&[
+        "--workers",
+        "12",
+        "--jobs",
+        "300",
+        "--connections",
+        "3",
+        "--batch",
+        "4",
+        "--heartbeats",
+        "every-batch",
+        "--max-calls-in-flight",
+        "1",
+    ]);
     check_summary(&summary, 12, 300);
     assert_eq!(summary["connections"], 3);
+    assert_eq!(summary["admission"]["most_in_flight"], 1);
 }
 
 #[test]
@@ -104,6 +137,8 @@ fn bad_simulations_are_refused_by_name() {
         (vec!["--workers", "0", "--jobs", "10"], "--workers"),
         (vec!["--workers", "2", "--jobs", "0"], "jobs=0"),
         (vec!["--workers", "2", "--jobs", "10", "--batch", "0"], "--batch"),
+        (vec!["--workers", "2", "--jobs", "10", "--max-calls-in-flight", "0"], "--max-calls-in-flight"),
+        (vec!["--workers", "2", "--jobs", "10", "--heartbeats", "never"], "--heartbeats"),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_census")).arg("simulate").args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -142,7 +142,7 @@ pub(super) fn class_key(sets: &ColumnSets) -> String {
     format!("2x{}:{}", sets.c(), masks(sets.sets()))
 }
 
-fn masks(masks: &[u16]) -> String {
+pub(super) fn masks(masks: &[u16]) -> String {
     masks.iter().map(|m| format!("{m:03x}")).collect::<Vec<_>>().join(",")
 }
 
@@ -150,7 +150,7 @@ fn bad(key: &str, reason: &str) -> ShapeError {
     ShapeError::BadKey { key: key.to_string(), reason: reason.to_string() }
 }
 
-fn parse_masks(key: &str, text: &str, what: &str) -> Result<Vec<u16>, ShapeError> {
+pub(super) fn parse_masks(key: &str, text: &str, what: &str) -> Result<Vec<u16>, ShapeError> {
     text.split(',')
         .map(|s| {
             if s.len() == 3 && s.bytes().all(|b| b.is_ascii_hexdigit()) {

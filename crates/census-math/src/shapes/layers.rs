@@ -347,7 +347,9 @@ const OVERLAP_COLOURS: [u64; 64] = {
     table
 };
 
-const fn mix(x: u64) -> u64 {
+/// A fixed 64-bit mixer (splitmix64's finaliser): colours here, the parts
+/// of a layer in [`super::layer_jobs::partition_of`].
+pub(super) const fn mix(x: u64) -> u64 {
     let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
@@ -642,6 +644,19 @@ pub struct LayerClass {
     pub bands: u128,
 }
 
+/// A complete state's stabilizer order, orbit m and F = T / m from its
+/// orbit total T, checked integral.
+pub fn bands_of_class(c: usize, masks: &Masks, total: u128) -> Result<(u64, u64, u128), ShapeError> {
+    let (_, stabilizer) = canonical(c, masks);
+    let orbit = group_order(c) / stabilizer;
+    if !total.is_multiple_of(u128::from(orbit)) {
+        return Err(ShapeError::BadResults {
+            reason: format!("T = {total} of class {masks:?} is not a multiple of its orbit {orbit}"),
+        });
+    }
+    Ok((stabilizer, orbit, total / u128::from(orbit)))
+}
+
 /// The classes of a complete layer, with F = T / m (checked integral), and
 /// the number of grids, the sum of m ell F^2.
 pub fn finish(layer: &Layer) -> Result<(Vec<LayerClass>, BigUint), ShapeError> {
@@ -655,14 +670,7 @@ pub fn finish(layer: &Layer) -> Result<(Vec<LayerClass>, BigUint), ShapeError> {
     let mut classes = Vec::with_capacity(layer.states.len());
     let mut grids = BigUint::default();
     for &(masks, total) in &layer.states {
-        let (_, stabilizer) = canonical(layer.c, &masks);
-        let orbit = group_order(layer.c) / stabilizer;
-        if total % u128::from(orbit) != 0 {
-            return Err(ShapeError::BadResults {
-                reason: format!("T = {total} of class {masks:?} is not a multiple of its orbit {orbit}"),
-            });
-        }
-        let bands = total / u128::from(orbit);
+        let (stabilizer, orbit, bands) = bands_of_class(layer.c, &masks, total)?;
         let labellings = masks[..n].chunk_by(|a, b| a == b).fold(factorial(n), |l, run| l / factorial(run.len()));
         grids += BigUint::from(bands) * bands * labellings * orbit;
         classes.push(LayerClass { masks, stabilizer, orbit, labellings, bands });

@@ -27,6 +27,7 @@
 pub mod bands;
 pub mod classes;
 pub mod jobs;
+pub mod layer_jobs;
 pub mod layers;
 
 #[cfg(test)]

@@ -76,6 +76,8 @@ pub struct Args {
     /// Require client certificates signed by this CA (PEM).
     #[arg(long, env = "CENSUS_TLS_CLIENT_CA", requires = "tls_cert")]
     tls_client_ca: Option<PathBuf>,
+    #[arg(long, env = "CENSUS_MAX_CALLS_IN_FLIGHT", value_parser = clap::value_parser!(u32).range(1..=100_000), help = super::MAX_CALLS_IN_FLIGHT_HELP)]
+    max_calls_in_flight: Option<u32>,
     /// Serve the live status page on this address (http://ADDRESS/, or
     /// /#token=TOKEN when reads need a token), with its JSON at /api/status.
     #[arg(long, env = "CENSUS_HTTP_LISTEN")]
@@ -226,6 +228,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             trust_local_workers: false,
             tls,
             public_metrics: args.public_metrics,
+            admission: super::admission_for(&args.database_url, args.max_calls_in_flight.map(|n| n as usize)),
             ..CoordinatorConfig::default()
         },
     );

@@ -1,11 +1,16 @@
-//! `census layers`: the 2 x c layer recurrence on this machine, one layer at
-//! a time (`census_math::shapes::layers`).
+//! `census layers`: the 2 x c layer recurrence on this machine, through the
+//! same map, reduce and class jobs a cluster runs (`census_layers`): the
+//! parts of each layer are files in `--dir` (a temporary directory when it
+//! is not given), the jobs of a stage run on `--threads` threads.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
 
-use census_math::shapes::{self, layers};
+use census_layers::Plane;
+use census_layers::local::{self, LayerSummary};
+use census_math::census::Census;
+use census_math::shapes;
 use census_math::total::thousands;
 use serde::Serialize;
 
@@ -20,6 +25,20 @@ pub struct Args {
     /// last layer, C.
     #[arg(long)]
     to_layer: Option<usize>,
+    /// Threads counting the jobs of a stage.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: u32,
+    /// Where the layers' files go (kept, and a run stopped part-way goes on
+    /// from the jobs it finished); a temporary directory, removed at the
+    /// end, when not given.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Shards of each layer's parents (map jobs a step); default 4 x threads.
+    #[arg(long)]
+    shards: Option<u32>,
+    /// Parts of each layer (reduce jobs a step); default 4 x threads.
+    #[arg(long)]
+    parts: Option<u32>,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     json: bool,
@@ -43,15 +62,21 @@ fn parse_boxes(text: &str) -> Result<usize, String> {
 #[derive(Serialize)]
 struct LayerRow {
     layer: usize,
-    states: usize,
+    states: u64,
     /// Emissions that built this layer from the one before (0 for layer 1).
     emissions: u64,
+    /// Bytes of the layer's part files.
+    bytes: u64,
+    /// Bytes the step's map jobs wrote for its reduce jobs to read.
+    shuffle_bytes: u64,
     seconds: f64,
 }
 
 #[derive(Serialize)]
 struct Report {
     boxes: String,
+    /// The census the jobs belong to (`layers boxes=2xC shards=S parts=P`).
+    census: String,
     layers: Vec<LayerRow>,
     /// At the last layer: the number of column-set classes.
     classes: Option<usize>,
@@ -67,34 +92,53 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !(1..=c).contains(&to_layer) {
         return Err(UsageError(format!("--to-layer {to_layer}: 2x{c} has layers 1 to {c}")).into());
     }
+    let threads = args.threads as usize;
+    let (shards, parts) = (args.shards.unwrap_or(4 * args.threads), args.parts.unwrap_or(4 * args.threads));
+    let census: Census = format!("layers boxes=2x{c} shards={shards} parts={parts}")
+        .parse()
+        .map_err(|e: census_math::census::CensusError| UsageError(e.to_string()))?;
+    let temporary = match &args.dir {
+        Some(_) => None,
+        None => Some(tempfile::Builder::new().prefix("census-layers.").tempdir()?),
+    };
+    let root = args.dir.clone().unwrap_or_else(|| temporary.as_ref().expect("made above").path().to_path_buf());
+    let plane = Plane::new(census, &root)?;
     // Never set here: the flag is for callers that stop a count part-way.
     let cancel = AtomicBool::new(false);
-    let mut rows = Vec::new();
-    let mut started = Instant::now();
     let json = args.json;
-    let last = layers::layers(c, to_layer, &cancel, &mut |layer| {
+    let mut rows = Vec::new();
+    let run = local::run(&plane, to_layer, threads, &cancel, &mut |layer: &LayerSummary| {
         let row = LayerRow {
-            layer: layer.rows(),
-            states: layer.states().len(),
-            emissions: layer.emissions(),
-            seconds: started.elapsed().as_secs_f64(),
+            layer: layer.layer,
+            states: layer.states,
+            emissions: layer.emissions,
+            bytes: layer.bytes,
+            shuffle_bytes: layer.shuffle_bytes,
+            seconds: layer.seconds,
         };
         if !json {
             println!(
-                "layer {}: {} states, {} emissions, {:.2} s",
+                "layer {}: {} states, {} emissions, {:.2} s, {} bytes ({} bytes of shuffle)",
                 row.layer,
                 thousands(&row.states),
                 thousands(&row.emissions),
-                row.seconds
+                row.seconds,
+                thousands(&row.bytes),
+                thousands(&row.shuffle_bytes),
             );
         }
         rows.push(row);
-        started = Instant::now();
     })?;
-    let mut report = Report { boxes: format!("2x{c}"), layers: rows, classes: None, grids: None, published: None };
-    if last.is_complete() {
-        let (classes, grids) = layers::finish(&last)?;
-        let grids = grids.to_string();
+    let mut report = Report {
+        boxes: format!("2x{c}"),
+        census: census.to_string(),
+        layers: rows,
+        classes: None,
+        grids: None,
+        published: None,
+    };
+    if let (Some(classes), Some(answer)) = (&run.classes, &run.answer) {
+        let grids = answer.value.to_string();
         let published = shapes::PUBLISHED_GRIDS.iter().any(|&(pc, total)| pc == c && total == grids);
         if !json {
             println!(
@@ -108,6 +152,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     }
+    drop(temporary);
     Ok(if report.published == Some(false) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 

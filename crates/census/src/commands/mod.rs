@@ -106,6 +106,30 @@ pub async fn open_store(
 
 const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// `--max-calls-in-flight`, as every role that serves a coordinator says it.
+pub const MAX_CALLS_IN_FLIGHT_HELP: &str = "Workers' calls that use the database at once, 1 to 100000 (default: twice \
+     the store's connections, at least 8: 32 on Postgres, 8 on SQLite). More wait in a short queue (at most 256 a \
+     call in flight, and only while the wait they can expect is short); past it they are refused at once with \
+     UNAVAILABLE and a retry hint (grpc-retry-pushback-ms), new leases before heartbeats and reports, which keep \
+     a quarter of the slots";
+
+/// The connections of the store's pool at `url` (`census-store`,
+/// `sql/backend.rs`: 16 to a Postgres server, 1 to an SQLite file), of
+/// which the coordinator's admission default is made. The store does not
+/// say it: keep the two in step.
+fn store_connections(url: &str) -> usize {
+    if sqlite_file(url).is_some() { 1 } else { 16 }
+}
+
+/// The coordinator's admission for the store at `url`: `calls` in flight
+/// if given (`--max-calls-in-flight`), or the default of its pool.
+pub fn admission_for(url: &str, calls: Option<usize>) -> census_coordinator::AdmissionLimits {
+    match calls {
+        Some(calls) => census_coordinator::AdmissionLimits::with_calls(calls),
+        None => census_coordinator::AdmissionLimits::for_pool(store_connections(url)),
+    }
+}
+
 /// The SQLite file a database location names (see `census_store::connect`),
 /// or `None` for a server's URL.
 fn sqlite_file(url: &str) -> Option<&str> {

@@ -42,6 +42,8 @@ pub struct Args {
     /// hour each, for a cluster) on an SQLite file anyway.
     #[arg(long)]
     allow_sqlite: bool,
+    #[arg(long, env = "CENSUS_MAX_CALLS_IN_FLIGHT", value_parser = clap::value_parser!(u32).range(1..=100_000), help = super::MAX_CALLS_IN_FLIGHT_HELP)]
+    max_calls_in_flight: Option<u32>,
     /// Print only the result: no header, no serving line, no progress (the
     /// status page's address still, when --http-listen asks for one).
     #[arg(long, short)]
@@ -95,6 +97,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         lease_ttl: LOCAL_LEASE_TTL,
         auth,
         trust_local_workers: true,
+        admission: super::admission_for(&args.database, args.max_calls_in_flight.map(|n| n as usize)),
         ..CoordinatorConfig::default()
     };
     let coordinator = Coordinator::new(store, config);

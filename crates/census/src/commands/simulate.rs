@@ -12,19 +12,20 @@
 //! spend is told apart from the coordinator's. Memory cannot be: the
 //! resident set is the process's, workers included.
 
+use std::collections::HashSet;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use census_coordinator::auth::{generate_token, hash_token};
-use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig};
+use census_coordinator::{AdmissionLimits, AuthConfig, Coordinator, CoordinatorConfig};
 use census_math::census::{Census, JobCounter};
 use census_proto::client::ClientConfig;
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_client::WorkerServiceClient;
 use census_proto::v1::{CompleteJobsRequest, GetProgressRequest, GetResultRequest, HeartbeatRequest, JobResult};
-use census_proto::v1::{LeaseJobsRequest, Progress, RunResult};
+use census_proto::v1::{Job, LeaseJobsRequest, Progress, RunResult};
 use census_store::{Role, StoreConfig};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
@@ -50,10 +51,15 @@ pub struct Args {
     /// Jobs a simulated worker leases at once.
     #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=2048))]
     batch: u32,
-    /// Milliseconds of made-up counting per job, between the heartbeat and
+    /// Milliseconds of made-up counting per job, between the lease and
     /// the report (0: none, the heaviest load a worker can make).
     #[arg(long, default_value = "0")]
     count_ms: u64,
+    /// When a simulated worker heartbeats its leases.
+    #[arg(long, value_enum, default_value = "worker")]
+    heartbeats: Heartbeats,
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), help = super::MAX_CALLS_IN_FLIGHT_HELP)]
+    max_calls_in_flight: Option<u32>,
     /// HTTP/2 connections the simulated workers share (default: one each,
     /// as separate machines would have; fewer needs fewer file descriptors).
     #[arg(long, value_parser = parse_workers)]
@@ -64,6 +70,18 @@ pub struct Args {
     /// Log format (logs go to stderr; RUST_LOG=info shows more).
     #[arg(long, env = "CENSUS_LOG_FORMAT", value_enum, default_value = "pretty")]
     log_format: LogFormat,
+}
+
+/// When a simulated worker heartbeats its leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Heartbeats {
+    /// As `census worker` does: a batch's leases in one call every third of
+    /// the lease TTL while the batch is held (counted, then reported); a
+    /// batch done sooner sends none.
+    Worker,
+    /// One call for each batch as soon as it is leased: the most a worker
+    /// could send (what this command did before it modelled the worker).
+    EveryBatch,
 }
 
 /// The most simulated workers (and connections) one command starts.
@@ -117,7 +135,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let tokens: Vec<String> = (0..args.workers).map(|_| generate_token()).collect();
     let operator = generate_token();
     let created = Instant::now();
-    let served = coordinator_runtime.block_on(serve(&database, census, &tokens, &operator))?;
+    let admission = super::admission_for(&database, args.max_calls_in_flight.map(|n| n as usize));
+    let served = coordinator_runtime.block_on(serve(&database, census, &tokens, &operator, admission))?;
     let create_seconds = created.elapsed().as_secs_f64();
     if !args.json {
         eprintln!(
@@ -136,12 +155,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         connections,
         batch: args.batch,
         count_ms: args.count_ms,
+        heartbeats: args.heartbeats,
         census,
         progress: !args.json,
     };
     let simulated = workers_runtime.block_on(async move { tokio::spawn(simulate(plan)).await })?;
     let after = CpuSample::now();
     let memory = Memory::now();
+    let admitted = served.coordinator.admission();
 
     coordinator_runtime.block_on(async move {
         let _ = served.stop.send(());
@@ -164,6 +185,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "connections": connections,
         "batch": args.batch,
         "count_ms": args.count_ms,
+        "heartbeats": format!("{:?}", args.heartbeats).to_lowercase(),
+        "max_calls_in_flight": admission.calls,
         "jobs": args.jobs,
         "jobs_done": simulated.progress.done,
         "results_recorded": calls.recorded,
@@ -171,7 +194,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "results_lease_lost": calls.lease_lost,
         "results_refused": calls.refused,
         "calls_failed": calls.failed,
+        "calls_refused_busy": calls.refused_busy,
         "last_failure": calls.last_failure,
+        "admission": {
+            "admitted": admitted.admitted,
+            "refused_held": admitted.refused_held,
+            "refused_leases": admitted.refused_leases,
+            "most_in_flight": admitted.most_in_flight,
+        },
         "empty_leases": calls.empty_leases,
         "final": simulated.result.r#final,
         "answer": simulated.result.answer,
@@ -179,9 +209,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "create_run_seconds": round3(create_seconds),
         "seconds": round3(seconds),
         "jobs_per_second": round3(simulated.progress.done as f64 / seconds.max(1e-9)),
-        "lease": latency(calls.lease_ms),
-        "heartbeat": latency(calls.heartbeat_ms),
-        "complete": latency(calls.complete_ms),
+        "lease": latency(calls.waits[Call::Lease as usize].clone(), &calls.answered[Call::Lease as usize]),
+        "heartbeat": latency(calls.waits[Call::Heartbeat as usize].clone(), &calls.answered[Call::Heartbeat as usize]),
+        "complete": latency(calls.waits[Call::Complete as usize].clone(), &calls.answered[Call::Complete as usize]),
         "coordinator_cpu_seconds": round3(after.process - before.process - (after.workers - before.workers)),
         "workers_cpu_seconds": round3(after.workers - before.workers),
         "process_rss_mib": round3(memory.rss_kib as f64 / 1024.0),
@@ -194,7 +224,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         let line = |name: &str| {
             let l = &summary[name];
-            format!("p50 {} ms, p99 {} ms, max {} ms ({} calls)", l["p50_ms"], l["p99_ms"], l["max_ms"], l["calls"])
+            format!(
+                "p50 {} ms, p99 {} ms, max {} ms ({} calls; the answered try alone: p50 {} ms, p99 {} ms)",
+                l["p50_ms"], l["p99_ms"], l["max_ms"], l["calls"], l["answered_p50_ms"], l["answered_p99_ms"]
+            )
         };
         println!(
             "{} of {} jobs done in {:.1} s by {} workers: {} jobs/s",
@@ -203,6 +236,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("lease:     {}", line("lease"));
         println!("heartbeat: {}", line("heartbeat"));
         println!("complete:  {}", line("complete"));
+        println!(
+            "admission: {} calls admitted, {} refused busy (new leases {}, held leases {}), at most {} in flight of {}",
+            admitted.admitted,
+            admitted.refused_held + admitted.refused_leases,
+            admitted.refused_leases,
+            admitted.refused_held,
+            admitted.most_in_flight,
+            admission.calls
+        );
         println!(
             "coordinator CPU {} s, simulated workers CPU {} s; process memory {} MiB (peak {} MiB, workers included)",
             summary["coordinator_cpu_seconds"],
@@ -260,14 +302,20 @@ struct Served {
 /// Opens the store, creates the run and serves it on a loopback port, as
 /// `census run` does, except that the workers' results are all checked
 /// (they are not trusted as this process's own: the check is what is measured).
-async fn serve(database: &str, census: Census, tokens: &[String], operator: &str) -> anyhow::Result<Served> {
+async fn serve(
+    database: &str,
+    census: Census,
+    tokens: &[String],
+    operator: &str,
+    admission: AdmissionLimits,
+) -> anyhow::Result<Served> {
     let store = super::open_store(database, StoreConfig::default()).await?;
     let mut auth = AuthConfig::default();
     auth.local.insert(hash_token(operator), ("simulate-operator".into(), Role::Operator));
     for (i, token) in tokens.iter().enumerate() {
         auth.local.insert(hash_token(token), (format!("sim-worker-{i}"), Role::Worker));
     }
-    let config = CoordinatorConfig { auth, trust_local_workers: false, ..CoordinatorConfig::default() };
+    let config = CoordinatorConfig { auth, trust_local_workers: false, admission, ..CoordinatorConfig::default() };
     let coordinator = Coordinator::new(store, config);
     let run = coordinator.create_run(census, 1).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -288,6 +336,7 @@ struct Plan {
     connections: usize,
     batch: u32,
     count_ms: u64,
+    heartbeats: Heartbeats,
     census: Census,
     progress: bool,
 }
@@ -319,10 +368,11 @@ async fn simulate(plan: Plan) -> anyhow::Result<Simulated> {
             run_id: plan.run_id,
             batch: plan.batch,
             count_ms: plan.count_ms,
+            heartbeats: plan.heartbeats,
             counter: plan.census.job_counter(),
             version: plan.census.counter_version(),
             recorded: recorded.clone(),
-            backoff: BACKOFF_START,
+            retry: Retry::default(),
         };
         workers.spawn(worker.work());
     }
@@ -373,41 +423,143 @@ impl Interceptor for Bearer {
     }
 }
 
-/// One simulated worker: leases, heartbeats each batch once (as a real
-/// worker does when a batch takes a third of the lease time, the least it
-/// would), makes up the counts with the census's own counter (O(1)) after
-/// `count_ms` a job, and reports them; until the coordinator says no work
-/// is left for it.
+type WorkerClient = WorkerServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>>;
+
+/// One simulated worker: leases a batch, makes up its counts with the
+/// census's own counter (O(1)) after `count_ms` a job, reports them, and
+/// heartbeats the batch's leases meanwhile as `heartbeats` says; until the
+/// coordinator says no work is left for it.
 struct SimulatedWorker {
-    client: WorkerServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>>,
+    client: WorkerClient,
     name: String,
     run_id: i64,
     batch: u32,
     count_ms: u64,
+    heartbeats: Heartbeats,
     counter: JobCounter,
     version: String,
     recorded: Arc<AtomicU64>,
-    /// The pause before the next try of a failed call: doubled up to 10 s,
-    /// jittered, as a real worker's, so that a saturated coordinator is not
-    /// met by a storm of retries a real fleet would not make.
+    retry: Retry,
+}
+
+/// How a simulated worker waits before it tries a failed call again, as
+/// `census worker` does: the coordinator's retry hint when it gives one
+/// (a refusal of a busy coordinator), jittered; otherwise its own pause,
+/// doubled from 200 ms up to 10 s and jittered, so that a saturated
+/// coordinator is not met by a storm of retries a real fleet would not make.
+struct Retry {
     backoff: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Retry {
+        Retry { backoff: BACKOFF_START }
+    }
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_CAP: Duration = Duration::from_secs(10);
 
+impl Retry {
+    /// Pauses after a failed `call` of `worker`: a refusal of the credential
+    /// ends the simulation (nothing would change by retrying); anything
+    /// else is counted and tried again after the pause.
+    async fn pause(
+        &mut self,
+        calls: &mut Calls,
+        worker: &str,
+        call: Call,
+        status: tonic::Status,
+    ) -> anyhow::Result<()> {
+        if matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) {
+            anyhow::bail!("the coordinator refused {worker}: {}", status.message());
+        }
+        let pause = match census_proto::retry::pushback(&status) {
+            Some(hint) => {
+                calls.refused_busy += 1;
+                hint
+            }
+            None => {
+                calls.failed += 1;
+                calls.last_failure = Some(format!("{}: {}", call.name(), status.message()));
+                let pause = self.backoff;
+                self.backoff = (self.backoff * 2).min(BACKOFF_CAP);
+                pause
+            }
+        };
+        // Counted in the summary; one line each would drown the terminal.
+        tracing::debug!(worker, call = call.name(), error = %status.message(), retry_in = ?pause, "call failed");
+        tokio::time::sleep(pause + pause.mul_f64(f64::from(rand_fraction()) / 2.0)).await;
+        Ok(())
+    }
+
+    /// The call was answered: the next failure starts the backoff again.
+    fn answered(&mut self) {
+        self.backoff = BACKOFF_START;
+    }
+
+    /// Makes the call until it is answered, pausing after each failure;
+    /// records how long the worker waited (first try to answer) and how
+    /// long the answered try took.
+    async fn until_answered<T, Answer>(
+        &mut self,
+        calls: &mut Calls,
+        worker: &str,
+        call: Call,
+        mut attempt: impl FnMut() -> Answer,
+    ) -> anyhow::Result<T>
+    where
+        Answer: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let started = Instant::now();
+        loop {
+            let tried = Instant::now();
+            match attempt().await {
+                Ok(response) => {
+                    calls.answered[call as usize].push(ms_since(tried));
+                    calls.waits[call as usize].push(ms_since(started));
+                    self.answered();
+                    return Ok(response.into_inner());
+                }
+                Err(status) => self.pause(calls, worker, call, status).await?,
+            }
+        }
+    }
+}
+
+/// The workers' calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Lease = 0,
+    Heartbeat = 1,
+    Complete = 2,
+}
+
+impl Call {
+    fn name(self) -> &'static str {
+        match self {
+            Call::Lease => "lease",
+            Call::Heartbeat => "heartbeat",
+            Call::Complete => "complete",
+        }
+    }
+}
+
 /// What the workers' calls took and what came of them.
 #[derive(Default)]
 struct Calls {
-    lease_ms: Vec<f32>,
-    heartbeat_ms: Vec<f32>,
-    complete_ms: Vec<f32>,
+    /// Each call's wait, from its first try to its answer, by [`Call`].
+    waits: [Vec<f32>; 3],
+    /// The answered try's own time, by [`Call`].
+    answered: [Vec<f32>; 3],
     recorded: u64,
     already_done: u64,
     lease_lost: u64,
     refused: u64,
     /// Calls that failed (unavailable, deadline) and were tried again.
     failed: u64,
+    /// Tries the coordinator refused as busy, with a retry hint.
+    refused_busy: u64,
     /// What the last failed call said, for the summary.
     last_failure: Option<String>,
     /// Leases that returned no job while other workers finished theirs.
@@ -416,14 +568,18 @@ struct Calls {
 
 impl Calls {
     fn add(&mut self, other: Calls) {
-        self.lease_ms.extend(other.lease_ms);
-        self.heartbeat_ms.extend(other.heartbeat_ms);
-        self.complete_ms.extend(other.complete_ms);
+        for (mine, theirs) in self.waits.iter_mut().zip(other.waits) {
+            mine.extend(theirs);
+        }
+        for (mine, theirs) in self.answered.iter_mut().zip(other.answered) {
+            mine.extend(theirs);
+        }
         self.recorded += other.recorded;
         self.already_done += other.already_done;
         self.lease_lost += other.lease_lost;
         self.refused += other.refused;
         self.failed += other.failed;
+        self.refused_busy += other.refused_busy;
         if other.last_failure.is_some() {
             self.last_failure = other.last_failure;
         }
@@ -446,19 +602,16 @@ impl SimulatedWorker {
         let mut calls = Calls::default();
         let mut idle_polls = 0u32;
         loop {
-            // A call's latency is the worker's wait: from the first try to
-            // the answer, failed tries and their pauses included.
-            let started = Instant::now();
-            let leased = loop {
-                let request =
-                    LeaseJobsRequest { worker_id: self.name.clone(), max_jobs: self.batch, run_id: self.run_id };
-                match self.client.lease_jobs(timed(request)).await {
-                    Ok(response) => break response.into_inner(),
-                    Err(status) => self.failed(&mut calls, "lease", status).await?,
-                }
-            };
-            self.backoff = BACKOFF_START;
-            calls.lease_ms.push(ms_since(started));
+            let (run_id, max_jobs, worker_id) = (self.run_id, self.batch, self.name.clone());
+            let client = self.client.clone();
+            let leased = self
+                .retry
+                .until_answered(&mut calls, &self.name, Call::Lease, || {
+                    let mut client = client.clone();
+                    let request = LeaseJobsRequest { worker_id: worker_id.clone(), max_jobs, run_id };
+                    async move { client.lease_jobs(timed(request)).await }
+                })
+                .await?;
             if leased.jobs.is_empty() {
                 if leased.idle {
                     return Ok(calls);
@@ -470,77 +623,104 @@ impl SimulatedWorker {
                 continue;
             }
             idle_polls = 0;
+            let ttl = Duration::from_secs(u64::from(leased.lease_ttl_seconds.max(1)));
             let tokens: Vec<String> = leased.jobs.iter().map(|job| job.token.clone()).collect();
-            let started = Instant::now();
-            let lost = loop {
-                let request = HeartbeatRequest { worker_id: self.name.clone(), tokens: tokens.clone() };
-                match self.client.heartbeat(timed(request)).await {
-                    Ok(response) => break response.into_inner().cancel_tokens,
-                    Err(status) => self.failed(&mut calls, "heartbeat", status).await?,
+            let lost: Mutex<HashSet<String>> = Mutex::default();
+            if self.heartbeats == Heartbeats::EveryBatch {
+                let cancelled = self.heartbeat(&mut Retry::default(), &mut calls, &tokens).await?;
+                lost.lock().expect("never poisoned").extend(cancelled);
+            }
+            // As census-worker: the batch's leases are heartbeated every
+            // third of their TTL until the report is answered.
+            let beats: Mutex<Calls> = Mutex::default();
+            let beating = async {
+                if self.heartbeats != Heartbeats::Worker {
+                    return std::future::pending::<anyhow::Result<Calls>>().await;
+                }
+                let mut retry = Retry::default();
+                loop {
+                    tokio::time::sleep(ttl / 3).await;
+                    let held: Vec<String> = {
+                        let lost = lost.lock().expect("never poisoned");
+                        tokens.iter().filter(|token| !lost.contains(*token)).cloned().collect()
+                    };
+                    let mut mine = Calls::default();
+                    let cancelled = self.heartbeat(&mut retry, &mut mine, &held).await?;
+                    beats.lock().expect("never poisoned").add(mine);
+                    lost.lock().expect("never poisoned").extend(cancelled);
                 }
             };
-            self.backoff = BACKOFF_START;
-            calls.heartbeat_ms.push(ms_since(started));
-            if self.count_ms > 0 {
-                tokio::time::sleep(Duration::from_millis(self.count_ms * leased.jobs.len() as u64)).await;
-            }
-            let mut results = Vec::with_capacity(leased.jobs.len());
-            for job in leased.jobs.into_iter().filter(|job| !lost.contains(&job.token)) {
-                let count = self.counter.count(&job.key)?;
-                results.push(JobResult {
-                    job_id: job.job_id,
-                    token: job.token,
-                    key: job.key,
-                    count: count.to_string(),
-                    elapsed_seconds: self.count_ms as f64 / 1000.0,
-                    counter_version: self.version.clone(),
-                });
-            }
-            if results.is_empty() {
-                continue;
-            }
-            let started = Instant::now();
-            let outcomes = loop {
-                let request = CompleteJobsRequest { worker_id: self.name.clone(), results: results.clone() };
-                match self.client.complete_jobs(timed(request)).await {
-                    Ok(response) => break response.into_inner().outcomes,
-                    Err(status) => self.failed(&mut calls, "complete", status).await?,
-                }
+            let reporting = self.count_and_report(leased.jobs, &lost);
+            let reported = tokio::select! {
+                reported = reporting => reported,
+                failed = beating => failed,
             };
-            self.backoff = BACKOFF_START;
-            calls.complete_ms.push(ms_since(started));
-            for outcome in outcomes {
-                match OutcomeStatus::try_from(outcome.status).unwrap_or(OutcomeStatus::Rejected) {
-                    OutcomeStatus::Recorded => {
-                        calls.recorded += 1;
-                        self.recorded.fetch_add(1, Ordering::Relaxed);
-                    }
-                    OutcomeStatus::AlreadyDone => calls.already_done += 1,
-                    OutcomeStatus::LeaseLost => calls.lease_lost += 1,
-                    _ => {
-                        calls.refused += 1;
-                        tracing::warn!(worker = %self.name, job = outcome.job_id, message = %outcome.message, "result refused");
-                    }
-                }
-            }
+            calls.add(reported?);
+            calls.add(beats.into_inner().expect("never poisoned"));
         }
     }
 
-    /// A call that failed: a refusal of the credential ends the simulation
-    /// (nothing would change by retrying); anything else is counted and
-    /// retried after a pause, as a real worker would.
-    async fn failed(&mut self, calls: &mut Calls, call: &str, status: tonic::Status) -> anyhow::Result<()> {
-        if matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) {
-            anyhow::bail!("the coordinator refused {}: {}", self.name, status.message());
+    /// Heartbeats `tokens` in one call until answered; the leases lost.
+    async fn heartbeat(&self, retry: &mut Retry, calls: &mut Calls, tokens: &[String]) -> anyhow::Result<Vec<String>> {
+        let answer = retry
+            .until_answered(calls, &self.name, Call::Heartbeat, || {
+                let mut client = self.client.clone();
+                let request = HeartbeatRequest { worker_id: self.name.clone(), tokens: tokens.to_vec() };
+                async move { client.heartbeat(timed(request)).await }
+            })
+            .await?;
+        Ok(answer.cancel_tokens)
+    }
+
+    /// Makes up the counts of `jobs` (but those whose leases are `lost`)
+    /// after `count_ms` a job, and reports them until answered.
+    async fn count_and_report(&self, jobs: Vec<Job>, lost: &Mutex<HashSet<String>>) -> anyhow::Result<Calls> {
+        let mut calls = Calls::default();
+        if self.count_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(self.count_ms * jobs.len() as u64)).await;
         }
-        calls.failed += 1;
-        calls.last_failure = Some(format!("{call}: {}", status.message()));
-        // Counted in the summary; one line each would drown the terminal.
-        tracing::debug!(worker = %self.name, call, error = %status.message(), retry_in = ?self.backoff, "call failed");
-        let jitter = self.backoff.mul_f64(f64::from(rand_fraction()) / 2.0);
-        tokio::time::sleep(self.backoff + jitter).await;
-        self.backoff = (self.backoff * 2).min(BACKOFF_CAP);
-        Ok(())
+        let mut results = Vec::with_capacity(jobs.len());
+        let held: Vec<Job> = {
+            let lost = lost.lock().expect("never poisoned");
+            jobs.into_iter().filter(|job| !lost.contains(&job.token)).collect()
+        };
+        for job in held {
+            let count = self.counter.count(&job.key)?;
+            results.push(JobResult {
+                job_id: job.job_id,
+                token: job.token,
+                key: job.key,
+                count: count.to_string(),
+                elapsed_seconds: self.count_ms as f64 / 1000.0,
+                counter_version: self.version.clone(),
+            });
+        }
+        if results.is_empty() {
+            return Ok(calls);
+        }
+        let mut retry = Retry::default();
+        let answer = retry
+            .until_answered(&mut calls, &self.name, Call::Complete, || {
+                let mut client = self.client.clone();
+                let request = CompleteJobsRequest { worker_id: self.name.clone(), results: results.clone() };
+                async move { client.complete_jobs(timed(request)).await }
+            })
+            .await?;
+        for outcome in answer.outcomes {
+            match OutcomeStatus::try_from(outcome.status).unwrap_or(OutcomeStatus::Rejected) {
+                OutcomeStatus::Recorded => {
+                    calls.recorded += 1;
+                    self.recorded.fetch_add(1, Ordering::Relaxed);
+                }
+                OutcomeStatus::AlreadyDone => calls.already_done += 1,
+                OutcomeStatus::LeaseLost => calls.lease_lost += 1,
+                _ => {
+                    calls.refused += 1;
+                    tracing::warn!(worker = %self.name, job = outcome.job_id, message = %outcome.message, "result refused");
+                }
+            }
+        }
+        Ok(calls)
     }
 }
 
@@ -551,17 +731,38 @@ fn rand_fraction() -> f32 {
     (random % 1000) as f32 / 1000.0
 }
 
-/// Count, p50, p99 and max of a call's latencies (nearest rank).
-fn latency(mut ms: Vec<f32>) -> serde_json::Value {
-    ms.sort_by(f32::total_cmp);
-    let rank = |p: f64| -> f64 {
-        if ms.is_empty() {
+/// Count, p50, p99 and max of a call's waits, and p50 and p99 of its
+/// answered tries alone (nearest rank).
+fn latency(waits: Vec<f32>, answered: &[f32]) -> serde_json::Value {
+    let waits = Ranks::of(waits);
+    let answered = Ranks::of(answered.to_vec());
+    serde_json::json!({
+        "calls": waits.0.len(),
+        "p50_ms": waits.rank(0.50),
+        "p99_ms": waits.rank(0.99),
+        "max_ms": waits.rank(1.0),
+        "answered_p50_ms": answered.rank(0.50),
+        "answered_p99_ms": answered.rank(0.99),
+    })
+}
+
+/// Latencies, sorted.
+struct Ranks(Vec<f32>);
+
+impl Ranks {
+    fn of(mut ms: Vec<f32>) -> Ranks {
+        ms.sort_by(f32::total_cmp);
+        Ranks(ms)
+    }
+
+    /// The nearest-rank percentile `p` (0 to 1), in ms; 0 for no calls.
+    fn rank(&self, p: f64) -> f64 {
+        if self.0.is_empty() {
             return 0.0;
         }
-        let index = ((p * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1;
-        round3(f64::from(ms[index]))
-    };
-    serde_json::json!({ "calls": ms.len(), "p50_ms": rank(0.50), "p99_ms": rank(0.99), "max_ms": rank(1.0) })
+        let index = ((p * self.0.len() as f64).ceil() as usize).clamp(1, self.0.len()) - 1;
+        round3(f64::from(self.0[index]))
+    }
 }
 
 fn round3(x: f64) -> f64 {

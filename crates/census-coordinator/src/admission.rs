@@ -1,0 +1,520 @@
+//! Admission: how many workers' calls use the store at once, which go
+//! first when more come, and how long the refused are told to wait.
+//!
+//! Without it the only queue was the store's pool (16 connections on
+//! Postgres), entered by every call and left after its acquire timeout
+//! (5 s): past saturation calls failed there, heartbeats with them, leases
+//! expired and their jobs were counted again, and throughput fell to a
+//! tenth (BENCHMARKS.md, "Load"). Now at most [`AdmissionLimits::calls`]
+//! worker calls are in flight (by default the pool's size and a queue as
+//! long again), so one that is admitted waits about one call's time for a
+//! connection; past a short queue for the slots the rest are refused at
+//! once, before they touch the store, with UNAVAILABLE and a retry hint
+//! ([`census_proto::retry`]): the waiting is done by the callers, where it
+//! costs nothing.
+//!
+//! **A short queue.** A call that finds no free slot waits for one in a
+//! queue (first come, first served), but only while the wait it can expect
+//! there (the calls ahead of it, times the mean time a call holds its slot,
+//! over the slots) is short: 2 s for a new lease, a tenth of the lease TTL
+//! (3 s) for a call about leases held, and never more than
+//! [`AdmissionLimits::waiting`] calls (new leases: half as many). Past
+//! that it is refused at once.
+//!
+//! **Who goes first.** A call about leases already held (a heartbeat, a
+//! report, a failure) may wait longer, and a quarter of the slots are
+//! never taken by new leases ([`AdmissionLimits::new_leases`]), so when the
+//! coordinator is saturated new leases are refused first and the calls
+//! that keep leases alive still pass. A lost lease costs its job's whole
+//! count, and a report held up behind new leases leaves its worker idle; a
+//! lease handed out a second later costs nothing. A report steps out of its
+//! slot while its results are counted again (a recount can take as long as
+//! the count did, an hour for some keys) and waits in the queue to step
+//! back in, never refused: it was admitted once.
+//!
+//! **Not here.** Reads take turns of their own
+//! ([`crate::CoordinatorConfig::concurrent_reads`]), never these slots, so
+//! neither starves the other. An operator's calls (a person's, and rare)
+//! are never refused: an operator must be able to cancel a run on a
+//! saturated coordinator.
+//!
+//! **The hint.** Refused calls are handed turns in the order they were
+//! refused, at the pace admitted calls leave their slots: each refused call
+//! of a kind is told to come back one turn (the mean time a call holds its
+//! slot, over the slots of its kind) after the one refused before it, within
+//! bounds. A crowd that was refused together thus comes back spread out at
+//! about the rate the store takes it, instead of all at once to be refused
+//! again.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::Status;
+
+use crate::auth::Need;
+
+/// How many workers' calls use the store at once, and wait for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionLimits {
+    /// Workers' calls in flight at once, from admission to answer (a
+    /// report counting its results again is not in flight).
+    pub calls: usize,
+    /// The most calls waiting for a slot (new leases: half as many); within
+    /// it a call waits only while the wait it can expect is short. The
+    /// bound that holds when the calls' past times say little (a store
+    /// that stopped answering). More are refused with a retry hint.
+    pub waiting: usize,
+}
+
+impl AdmissionLimits {
+    /// The least [`AdmissionLimits::calls`] of the default, whatever the pool:
+    /// a call spends part of its time outside the store (gRPC, checking a
+    /// result), so a one-connection pool (SQLite) still needs a few calls in
+    /// flight to stay busy.
+    pub const LEAST_DEFAULT: usize = 8;
+
+    /// How many calls may wait for a slot, a call in flight.
+    pub const WAITING_PER_CALL: usize = 256;
+
+    /// `calls` in flight, and [`AdmissionLimits::WAITING_PER_CALL`] times as
+    /// many waiting at most.
+    pub fn with_calls(calls: usize) -> AdmissionLimits {
+        AdmissionLimits { calls, waiting: calls.saturating_mul(Self::WAITING_PER_CALL) }
+    }
+
+    /// The default for a store whose pool holds `connections`: a call for
+    /// every connection and a queue as long again in flight (32 for
+    /// Postgres's 16), at least [`AdmissionLimits::LEAST_DEFAULT`] (SQLite's 1).
+    pub fn for_pool(connections: usize) -> AdmissionLimits {
+        AdmissionLimits::with_calls(connections.saturating_mul(2).max(Self::LEAST_DEFAULT))
+    }
+
+    /// How many of the calls in flight may be new leases: all but a
+    /// quarter, which stay for the calls about leases already held.
+    pub fn new_leases(self) -> usize {
+        let calls = self.calls.max(1);
+        calls - calls / 4
+    }
+}
+
+/// What admission has done since the coordinator started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AdmissionCounts {
+    /// Calls admitted (a report that stepped out to be checked and came
+    /// back counts once).
+    pub admitted: u64,
+    /// Calls about leases held (heartbeat, report, failure) refused.
+    pub refused_held: u64,
+    /// New leases refused.
+    pub refused_leases: u64,
+    /// The most calls in flight at once: never more than [`AdmissionLimits::calls`].
+    pub most_in_flight: usize,
+    /// Calls waiting for a slot now: never more than
+    /// [`AdmissionLimits::waiting`] (reports stepping back in after their
+    /// check aside).
+    pub waiting: usize,
+}
+
+/// What a worker call is, for admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// About leases the caller holds: heartbeat, report, failure.
+    Held = 0,
+    /// A new lease.
+    Lease = 1,
+}
+
+impl Kind {
+    /// The kind of the call to `path`, which needs `need`; `None` for the
+    /// calls that admission does not bound (reads, an operator's). Every
+    /// worker call but a lease is about leases held.
+    pub(crate) fn of(path: &str, need: Need) -> Option<Kind> {
+        match need {
+            Need::Worker if path == "/census.v1.WorkerService/LeaseJobs" => Some(Kind::Lease),
+            Need::Worker => Some(Kind::Held),
+            Need::Read | Need::Operator => None,
+        }
+    }
+}
+
+/// The shortest pause a refused call is told to make.
+const SHORTEST_PUSHBACK: Duration = Duration::from_millis(50);
+/// The longest a new lease may expect to wait for a slot.
+const LEASE_QUEUE: Duration = Duration::from_secs(2);
+/// How much each call's time in its slot moves the mean (1/64: the last
+/// few hundred calls).
+const MEAN_WEIGHT: f64 = 1.0 / 64.0;
+
+/// The coordinator's admission: the slots, the pace of the hints, the counts.
+pub(crate) struct Admission {
+    limits: AdmissionLimits,
+    /// Every admitted call holds one.
+    calls: Arc<Semaphore>,
+    /// A new lease holds one besides.
+    leases: Arc<Semaphore>,
+    /// The longest pause each kind is told to make: a held lease's call
+    /// comes back well within the lease's time; a new lease within it.
+    longest: [Duration; 2],
+    /// The longest wait for a slot each kind may expect in the queue.
+    queue: [Duration; 2],
+    pace: Mutex<Pace>,
+    /// Calls waiting for a slot.
+    waiting: AtomicUsize,
+    admitted: AtomicU64,
+    refused: [AtomicU64; 2],
+    most_in_flight: AtomicUsize,
+}
+
+/// A place in the queue for slots, given up when dropped (admitted, or the
+/// caller gone).
+struct Waiting<'a>(&'a Admission);
+
+impl<'a> Waiting<'a> {
+    fn new(admission: &'a Admission) -> Waiting<'a> {
+        admission.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(admission)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// When refused calls are told to come back.
+struct Pace {
+    /// The mean seconds a call holds its slot.
+    slot_seconds: f64,
+    /// The turn handed to the last refused call of each kind.
+    last_turn: [Instant; 2],
+}
+
+impl Admission {
+    /// Admission within `limits`, for leases that last `lease_ttl`.
+    pub(crate) fn new(limits: AdmissionLimits, lease_ttl: Duration) -> Arc<Admission> {
+        let calls = limits.calls.max(1);
+        let now = Instant::now();
+        Arc::new(Admission {
+            limits: AdmissionLimits { calls, waiting: limits.waiting },
+            calls: Arc::new(Semaphore::new(calls)),
+            leases: Arc::new(Semaphore::new(limits.new_leases())),
+            longest: [(lease_ttl / 10).max(SHORTEST_PUSHBACK), lease_ttl.max(SHORTEST_PUSHBACK)],
+            queue: [lease_ttl / 10, LEASE_QUEUE.min(lease_ttl / 10)],
+            pace: Mutex::new(Pace { slot_seconds: 0.01, last_turn: [now, now] }),
+            waiting: AtomicUsize::new(0),
+            admitted: AtomicU64::new(0),
+            refused: [AtomicU64::new(0), AtomicU64::new(0)],
+            most_in_flight: AtomicUsize::new(0),
+        })
+    }
+
+    /// Admits a call of `kind` into a free slot, or after a short wait
+    /// for one, or refuses it with UNAVAILABLE and the pause to make
+    /// before trying again.
+    pub(crate) async fn admit(self: &Arc<Self>, kind: Kind) -> Result<Admitted, Status> {
+        let slot = match self.free_slot(kind) {
+            Some(slot) => slot,
+            None => {
+                let Some(_place) = self.place(kind) else { return Err(self.refuse(kind)) };
+                let lease = match kind {
+                    Kind::Lease => Some(self.leases.clone().acquire_owned().await.expect("never closed")),
+                    Kind::Held => None,
+                };
+                let call = self.calls.clone().acquire_owned().await.expect("the calls' semaphore is never closed");
+                self.slot(call, lease)
+            }
+        };
+        Ok(Admitted(Arc::new(Mutex::new(Some(slot)))))
+    }
+
+    /// A slot free now (and of a new lease's share, for one), that nobody
+    /// waits for.
+    fn free_slot(self: &Arc<Self>, kind: Kind) -> Option<Slot> {
+        let lease = match kind {
+            Kind::Lease => Some(self.leases.clone().try_acquire_owned().ok()?),
+            Kind::Held => None,
+        };
+        let call = self.calls.clone().try_acquire_owned().ok()?;
+        Some(self.slot(call, lease))
+    }
+
+    /// A place in the queue for a call of `kind`, if the wait it can expect
+    /// there is within its kind's bound and the queue is not full.
+    fn place(&self, kind: Kind) -> Option<Waiting<'_>> {
+        let slot_seconds = self.pace.lock().expect("never poisoned").slot_seconds;
+        let (slots, longest) = (self.slots(kind) as f64, self.queue[kind as usize].as_secs_f64());
+        let most = match kind {
+            Kind::Held => self.limits.waiting,
+            Kind::Lease => self.limits.waiting / 2,
+        };
+        let waits = |ahead: usize| {
+            let expected = (ahead + 1) as f64 * slot_seconds / slots;
+            (ahead < most && expected <= longest).then_some(ahead + 1)
+        };
+        self.waiting.fetch_update(Ordering::SeqCst, Ordering::SeqCst, waits).ok().map(|_| Waiting(self))
+    }
+
+    /// The slots a call of `kind` may take.
+    fn slots(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Held => self.limits.calls,
+            Kind::Lease => self.limits.new_leases(),
+        }
+    }
+
+    fn slot(self: &Arc<Self>, call: OwnedSemaphorePermit, lease: Option<OwnedSemaphorePermit>) -> Slot {
+        self.admitted.fetch_add(1, Ordering::Relaxed);
+        let in_flight = self.limits.calls - self.calls.available_permits();
+        self.most_in_flight.fetch_max(in_flight, Ordering::Relaxed);
+        Slot { admission: self.clone(), permits: Some((call, lease)), since: Instant::now() }
+    }
+
+    /// The refusal of a call of `kind`, with its turn.
+    fn refuse(&self, kind: Kind) -> Status {
+        self.refused[kind as usize].fetch_add(1, Ordering::Relaxed);
+        let label = match kind {
+            Kind::Held => "held",
+            Kind::Lease => "lease",
+        };
+        metrics::counter!("census_calls_refused_total", "kind" => label).increment(1);
+        let wait = self.turn(kind, Instant::now());
+        census_proto::retry::refused(
+            &format!(
+                "the coordinator is at its limit of {} workers' calls at once; try again in {} ms",
+                self.limits.calls,
+                wait.as_millis()
+            ),
+            wait,
+        )
+    }
+
+    /// How long a call of `kind` refused `now` should wait: one turn after
+    /// the turn handed to the last one refused, within bounds.
+    fn turn(&self, kind: Kind, now: Instant) -> Duration {
+        let slots = self.slots(kind);
+        let mut pace = self.pace.lock().expect("never poisoned");
+        let turn = Duration::from_secs_f64(pace.slot_seconds / slots as f64);
+        let longest = self.longest[kind as usize];
+        let last = &mut pace.last_turn[kind as usize];
+        let next = ((*last).max(now) + turn).min(now + longest);
+        *last = next;
+        (next - now).max(SHORTEST_PUSHBACK)
+    }
+
+    /// A call left its slot after `held`.
+    fn left(&self, held: Duration) {
+        let mut pace = self.pace.lock().expect("never poisoned");
+        pace.slot_seconds += (held.as_secs_f64() - pace.slot_seconds) * MEAN_WEIGHT;
+    }
+
+    pub(crate) fn counts(&self) -> AdmissionCounts {
+        AdmissionCounts {
+            admitted: self.admitted.load(Ordering::Relaxed),
+            refused_held: self.refused[Kind::Held as usize].load(Ordering::Relaxed),
+            refused_leases: self.refused[Kind::Lease as usize].load(Ordering::Relaxed),
+            most_in_flight: self.most_in_flight.load(Ordering::Relaxed),
+            waiting: self.waiting.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// A call's place: the permits it holds while in flight.
+struct Slot {
+    admission: Arc<Admission>,
+    permits: Option<(OwnedSemaphorePermit, Option<OwnedSemaphorePermit>)>,
+    since: Instant,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.permits.take().is_some() {
+            self.admission.left(self.since.elapsed());
+        }
+    }
+}
+
+/// An admitted call, shared by the layer that admitted it and the handler
+/// (in the request's extensions), so that a report can step out while its
+/// results are counted again. Empty for the calls admission does not bound.
+/// The slot is given back when the last holder drops it.
+#[derive(Clone, Default)]
+pub(crate) struct Admitted(Arc<Mutex<Option<Slot>>>);
+
+impl Admitted {
+    /// Runs `work` (that uses no store connection) outside the call's slot:
+    /// the slot is given back first, and a slot is waited for afterwards,
+    /// in the queue (a slot given back goes to who waits first), but never
+    /// refused: the call was admitted once.
+    pub(crate) async fn outside<T>(&self, work: impl Future<Output = T>) -> T {
+        let Some(admission) = self.leave() else { return work.await };
+        let done = work.await;
+        let _place = Waiting::new(&admission);
+        let call = admission.calls.clone().acquire_owned().await.expect("the calls' semaphore is never closed");
+        let slot = Slot { admission: admission.clone(), permits: Some((call, None)), since: Instant::now() };
+        *self.0.lock().expect("never poisoned") = Some(slot);
+        done
+    }
+
+    /// Gives the slot back; the admission it was of, if any.
+    fn leave(&self) -> Option<Arc<Admission>> {
+        let slot = self.0.lock().expect("never poisoned").take()?;
+        let admission = slot.admission.clone();
+        drop(slot);
+        Some(admission)
+    }
+
+    /// Gives the slot back now (the call is answered).
+    pub(crate) fn release(&self) {
+        self.leave();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(30);
+
+    /// Polls `call` once, by hand, so that each step is where the test says it is.
+    fn poll<T>(call: &mut Pin<Box<impl Future<Output = T>>>) -> Poll<T> {
+        call.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    /// A call admitted or refused at once.
+    fn now(admission: &Arc<Admission>, kind: Kind) -> Result<Admitted, Status> {
+        match poll(&mut Box::pin(admission.admit(kind))) {
+            Poll::Ready(admitted) => admitted,
+            Poll::Pending => panic!("a {kind:?} call waits"),
+        }
+    }
+
+    fn hint(status: &Status) -> Duration {
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        census_proto::retry::pushback(status).unwrap_or_else(|| panic!("no retry hint: {status:?}"))
+    }
+
+    #[test]
+    fn the_default_is_the_pool_and_a_queue_as_long() {
+        assert_eq!(AdmissionLimits::for_pool(16), AdmissionLimits { calls: 32, waiting: 8192 });
+        assert_eq!(AdmissionLimits::for_pool(1), AdmissionLimits::with_calls(AdmissionLimits::LEAST_DEFAULT));
+        assert_eq!(AdmissionLimits::for_pool(16).new_leases(), 24);
+        assert_eq!(AdmissionLimits::with_calls(1).new_leases(), 1);
+        assert_eq!(AdmissionLimits::with_calls(3).new_leases(), 3);
+        assert_eq!(AdmissionLimits::with_calls(0).new_leases(), 1);
+    }
+
+    /// Four slots (three for new leases), a slot held 4 s on average: a
+    /// new lease may expect 1.33 s a call ahead of it, 2 s at most; a call
+    /// about held leases 1 s, 3 s at most.
+    #[test]
+    fn past_a_short_queue_calls_are_refused_with_a_hint_new_leases_first() {
+        let admission = Admission::new(AdmissionLimits::with_calls(4), TTL);
+        admission.pace.lock().unwrap().slot_seconds = 4.0;
+        let leases: Vec<Admitted> = (0..3).map(|_| now(&admission, Kind::Lease).expect("a lease slot")).collect();
+        // A fourth lease waits (1.33 s); a fifth would wait 2.67 s: refused.
+        let mut fourth = Box::pin(admission.admit(Kind::Lease));
+        assert!(poll(&mut fourth).is_pending());
+        let refused = now(&admission, Kind::Lease).err().expect("past the lease's queue");
+        assert!(hint(&refused) >= SHORTEST_PUSHBACK);
+        // The slot new leases never take admits a heartbeat at once.
+        let held = now(&admission, Kind::Held).expect("the held leases' slot");
+        // Calls about held leases wait while the lease and they ahead keep
+        // them within 3 s: two more; the next is refused.
+        let mut waiting: Vec<_> = (0..2).map(|_| Box::pin(admission.admit(Kind::Held))).collect();
+        for call in &mut waiting {
+            assert!(poll(call).is_pending(), "waits for a slot");
+        }
+        assert_eq!(admission.counts().waiting, 3);
+        let refused = now(&admission, Kind::Held).err().expect("past the held leases' queue");
+        assert!(hint(&refused) <= TTL / 10);
+        // Slots given back go to who waits first: the two held leases'
+        // calls, then the lease.
+        drop(leases);
+        let admitted: Vec<Admitted> = waiting
+            .iter_mut()
+            .map(|call| match poll(call) {
+                Poll::Ready(Ok(slot)) => slot,
+                _ => panic!("the first waiting take the slots given back"),
+            })
+            .collect();
+        let Poll::Ready(Ok(lease)) = poll(&mut fourth) else { panic!("then the lease") };
+        assert_eq!(
+            admission.counts(),
+            AdmissionCounts { admitted: 7, refused_held: 1, refused_leases: 1, most_in_flight: 4, waiting: 0 }
+        );
+        drop((held, admitted, lease));
+    }
+
+    /// However short the calls seem, no more than `waiting` wait, half of
+    /// it new leases.
+    #[test]
+    fn the_queue_is_bounded_whatever_the_calls_take() {
+        let admission = Admission::new(AdmissionLimits { calls: 2, waiting: 8 }, TTL);
+        admission.pace.lock().unwrap().slot_seconds = 0.0;
+        let _in_flight: Vec<Admitted> = (0..2).map(|_| now(&admission, Kind::Held).expect("a slot")).collect();
+        let mut waiting: Vec<_> = (0..8).map(|_| Box::pin(admission.admit(Kind::Held))).collect();
+        for call in &mut waiting {
+            assert!(poll(call).is_pending());
+        }
+        assert!(now(&admission, Kind::Held).is_err());
+        assert!(now(&admission, Kind::Lease).is_err());
+        assert_eq!(admission.counts().waiting, 8);
+    }
+
+    #[test]
+    fn a_caller_that_gives_up_waiting_leaves_the_queue() {
+        let admission = Admission::new(AdmissionLimits::with_calls(1), TTL);
+        let _held = now(&admission, Kind::Held).expect("the one slot");
+        let mut waiting = Box::pin(admission.admit(Kind::Held));
+        assert!(poll(&mut waiting).is_pending());
+        assert_eq!(admission.counts().waiting, 1);
+        drop(waiting);
+        assert_eq!(admission.counts().waiting, 0);
+    }
+
+    #[test]
+    fn refused_calls_are_given_turns_one_after_another() {
+        let admission = Admission::new(AdmissionLimits::with_calls(4), TTL);
+        admission.pace.lock().unwrap().slot_seconds = 4.0;
+        let now = Instant::now();
+        // A slot is held 4 s on average and there are 3 for leases: a turn every 1.33 s.
+        let turns: Vec<Duration> = (0..4).map(|_| admission.turn(Kind::Lease, now)).collect();
+        let expected: Vec<Duration> = (1..=4).map(|n| Duration::from_secs_f64(4.0 / 3.0 * f64::from(n))).collect();
+        for (turn, expected) in turns.iter().zip(&expected) {
+            assert!(turn.abs_diff(*expected) < Duration::from_millis(1), "{turns:?}");
+        }
+        // Never past the longest pause of the kind: the lease's time.
+        let far: Vec<Duration> = (0..100).map(|_| admission.turn(Kind::Lease, now)).collect();
+        assert_eq!(far.last(), Some(&TTL));
+        // Held leases have their own queue of turns, shorter.
+        assert!(admission.turn(Kind::Held, now) <= TTL / 10);
+    }
+
+    #[test]
+    fn a_report_steps_out_while_checked_and_back_in_ahead_of_new_calls() {
+        let admission = Admission::new(AdmissionLimits::with_calls(1), TTL);
+        let report = now(&admission, Kind::Held).expect("the one slot");
+        let (checked, check) = tokio::sync::oneshot::channel::<()>();
+        let mut checking = Box::pin(report.outside(async { check.await.unwrap() }));
+        assert!(poll(&mut checking).is_pending(), "counting again");
+        // While the report is checked, its slot serves another call.
+        let other = now(&admission, Kind::Held).expect("the slot the report left");
+        checked.send(()).unwrap();
+        assert!(poll(&mut checking).is_pending(), "checked, waiting for a slot");
+        // The slot the other call gives back goes to the report, not to a new call.
+        other.release();
+        let mut lease = Box::pin(admission.admit(Kind::Lease));
+        assert!(poll(&mut lease).is_pending(), "a new lease waits behind the report");
+        assert_eq!(poll(&mut checking), Poll::Ready(()));
+        report.release();
+        assert!(matches!(poll(&mut lease), Poll::Ready(Ok(_))));
+        let counts = admission.counts();
+        assert_eq!((counts.admitted, counts.most_in_flight, counts.waiting), (3, 1, 0), "{counts:?}");
+    }
+}

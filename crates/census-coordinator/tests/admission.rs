@@ -1,0 +1,271 @@
+//! Admission over gRPC, with a store whose leases and heartbeats wait at a
+//! gate until the test opens it: a coordinator at its limit of calls in
+//! flight lets a short queue wait for slots (the store stuck, the queue's
+//! bound is its length), refuses every call past it at
+//! once with UNAVAILABLE and a retry hint, never lets more than the limit
+//! reach the store, still answers reads and an operator, and every call it
+//! admitted completes once the store answers. Counts only, no timing: a
+//! call that queued instead of being refused would hang the test.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use census_coordinator::auth::{generate_token, hash_token};
+use census_coordinator::{AdmissionLimits, Coordinator, CoordinatorConfig};
+use census_math::census::Census;
+use census_proto::client::{AuthChannel, ClientConfig};
+use census_proto::v1::census_service_client::CensusServiceClient;
+use census_proto::v1::worker_service_client::WorkerServiceClient;
+use census_proto::v1::*;
+use census_store::{
+    ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobStore, JobStream, Lease, LeaseCheck,
+    QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
+};
+use tonic::Code;
+
+/// A detector of hangs only, never a measure of speed.
+const HANG: Duration = Duration::from_secs(120);
+
+/// A store whose `lease` and `heartbeat` wait until the gate is opened;
+/// everything else goes straight to the store inside.
+struct Gated {
+    inner: Arc<dyn JobStore>,
+    gate: tokio::sync::Semaphore,
+    /// Calls that reached `lease` or `heartbeat`.
+    entered: AtomicUsize,
+    came: tokio::sync::Notify,
+}
+
+impl Gated {
+    async fn pass(&self) {
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        self.came.notify_waiters();
+        drop(self.gate.acquire().await.unwrap());
+    }
+
+    async fn wait_for_entered(&self, calls: usize) {
+        tokio::time::timeout(HANG, async {
+            loop {
+                let came = self.came.notified();
+                if self.entered.load(Ordering::SeqCst) >= calls {
+                    return;
+                }
+                came.await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{calls} calls never reached the store"));
+    }
+
+    fn open(&self) {
+        self.gate.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+}
+
+#[tonic::async_trait]
+impl JobStore for Gated {
+    async fn create_run_streaming(&self, spec: &RunSpec, jobs: JobStream) -> Result<RunId, StoreError> {
+        self.inner.create_run_streaming(spec, jobs).await
+    }
+    async fn censuses_of(&self, jobs: &[JobId]) -> Result<std::collections::HashMap<JobId, Census>, StoreError> {
+        self.inner.censuses_of(jobs).await
+    }
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.inner.list_runs().await
+    }
+    async fn run(&self, run: RunId) -> Result<RunSummary, StoreError> {
+        self.inner.run(run).await
+    }
+    async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError> {
+        self.pass().await;
+        self.inner.lease(run, worker, max, ttl).await
+    }
+    async fn has_work_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError> {
+        self.inner.has_work_for(worker, run).await
+    }
+    async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError> {
+        self.pass().await;
+        self.inner.heartbeat(worker, tokens, ttl).await
+    }
+    async fn complete_many(
+        &self,
+        completions: &[Completion],
+    ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
+        self.inner.complete_many(completions).await
+    }
+    async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
+        self.inner.check_leases(completions).await
+    }
+    async fn recount(&self, job: JobId) -> Result<(), StoreError> {
+        self.inner.recount(job).await
+    }
+    async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
+        self.inner.fail(job, token, worker, reason).await
+    }
+    async fn requeue(&self, run: RunId, job: Option<JobId>) -> Result<u64, StoreError> {
+        self.inner.requeue(run, job).await
+    }
+    async fn cancel_run(&self, run: RunId) -> Result<(), StoreError> {
+        self.inner.cancel_run(run).await
+    }
+    async fn set_priority(&self, run: RunId, priority: i64) -> Result<(), StoreError> {
+        self.inner.set_priority(run, priority).await
+    }
+    async fn progress(&self, run: RunId) -> Result<census_store::Progress, StoreError> {
+        self.inner.progress(run).await
+    }
+    async fn total(&self, run: RunId) -> Result<RunTotal, StoreError> {
+        self.inner.total(run).await
+    }
+    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError> {
+        self.inner.class_totals(run).await
+    }
+    fn take_finished_runs(&self) -> Vec<RunId> {
+        self.inner.take_finished_runs()
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+    async fn answer_version(&self, run: RunId) -> Result<Option<String>, StoreError> {
+        self.inner.answer_version(run).await
+    }
+    async fn close(&self) {
+        self.inner.close().await
+    }
+    async fn create_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
+        self.inner.create_token(name, role, hash).await
+    }
+    async fn import_token(&self, name: &str, role: Role, hash: &str) -> Result<(), StoreError> {
+        self.inner.import_token(name, role, hash).await
+    }
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        self.inner.list_tokens().await
+    }
+    async fn revoke_token(&self, name: &str) -> Result<bool, StoreError> {
+        self.inner.revoke_token(name).await
+    }
+    async fn find_token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
+        self.inner.find_token(hash).await
+    }
+    async fn is_quarantined(&self, worker: &str) -> Result<bool, StoreError> {
+        self.inner.is_quarantined(worker).await
+    }
+    async fn quarantined(&self) -> Result<Vec<QuarantineEntry>, StoreError> {
+        self.inner.quarantined().await
+    }
+    async fn release_quarantine(&self, worker: &str) -> Result<bool, StoreError> {
+        self.inner.release_quarantine(worker).await
+    }
+}
+
+async fn sqlite_store() -> Arc<dyn JobStore> {
+    let dir = std::env::temp_dir().join(format!("census-admission-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("store.db");
+    let _ = std::fs::remove_file(&path);
+    census_store::connect(path.to_str().unwrap(), StoreConfig::default()).await.unwrap()
+}
+
+/// A refusal of a busy coordinator: UNAVAILABLE with a retry hint.
+fn assert_busy(refused: tonic::Status) {
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    let hint = census_proto::retry::pushback(&refused).unwrap_or_else(|| panic!("no retry hint: {refused:?}"));
+    assert!(hint > Duration::ZERO && hint <= census_proto::retry::LONGEST_PUSHBACK, "{hint:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_coordinator_refuses_with_a_hint_and_completes_what_it_admitted() {
+    const CALLS: usize = 4;
+    let inner = sqlite_store().await;
+    let store = Arc::new(Gated {
+        inner: inner.clone(),
+        gate: tokio::sync::Semaphore::new(0),
+        entered: AtomicUsize::new(0),
+        came: tokio::sync::Notify::new(),
+    });
+    const QUEUE: usize = 4 * CALLS;
+    let admission = AdmissionLimits { calls: CALLS, waiting: QUEUE };
+    let config = CoordinatorConfig { admission, ..CoordinatorConfig::default() };
+    let coordinator = Coordinator::new(store.clone(), config);
+    let run = coordinator.create_run("synthetic jobs=100 salt=7".parse().unwrap(), 1).await.unwrap().run_id;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
+    let token = |name: &'static str, role: Role| {
+        let inner = inner.clone();
+        async move {
+            let token = generate_token();
+            inner.create_token(name, role, &hash_token(&token)).await.unwrap();
+            token
+        }
+    };
+    let channel = |token: &str| -> AuthChannel {
+        let config = ClientConfig { url: url.clone(), token: Some(token.to_string()), ..ClientConfig::default() };
+        census_proto::client::connect_lazy(&config).unwrap()
+    };
+    let worker = WorkerServiceClient::new(channel(&token("w", Role::Worker).await));
+    let lease = |mut client: WorkerServiceClient<AuthChannel>| async move {
+        client.lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 2, run_id: run }).await
+    };
+    let heartbeat = |mut client: WorkerServiceClient<AuthChannel>| async move {
+        client.heartbeat(HeartbeatRequest { worker_id: String::new(), tokens: vec!["no-such-lease".into()] }).await
+    };
+
+    // New leases take three of the four slots (a quarter stays for held leases).
+    let new_leases = admission.new_leases();
+    assert_eq!(new_leases, 3);
+    let mut leasing: Vec<_> = (0..new_leases).map(|_| tokio::spawn(lease(worker.clone()))).collect();
+    store.wait_for_entered(new_leases).await;
+    // A heartbeat takes the slot kept for held leases.
+    let mut beating = vec![tokio::spawn(heartbeat(worker.clone()))];
+    store.wait_for_entered(CALLS).await;
+    // Sixteen calls may wait for a slot (the store stuck, the calls' past
+    // times say nothing: the bound is the count); then calls are refused at once.
+    leasing.push(tokio::spawn(lease(worker.clone())));
+    beating.extend((1..QUEUE).map(|_| tokio::spawn(heartbeat(worker.clone()))));
+    tokio::time::timeout(HANG, async {
+        while coordinator.admission().waiting < QUEUE {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("sixteen calls wait for a slot");
+    assert_busy(lease(worker.clone()).await.expect_err("past the queue, a lease is refused"));
+    assert_busy(heartbeat(worker.clone()).await.expect_err("past the queue, a heartbeat is refused"));
+    let mut reporter = worker.clone();
+    let refused = reporter.complete_jobs(CompleteJobsRequest { worker_id: String::new(), results: Vec::new() }).await;
+    assert_busy(refused.expect_err("a report is refused too"));
+
+    // Reads and an operator are not bound by the workers' slots.
+    let mut reader = CensusServiceClient::new(channel(&token("r", Role::Reader).await));
+    let progress = reader.get_progress(GetProgressRequest { run_id: run }).await.unwrap().into_inner();
+    assert_eq!(progress.jobs_total, 100);
+    let mut operator = CensusServiceClient::new(channel(&token("o", Role::Operator).await));
+    operator.set_run_priority(SetRunPriorityRequest { run_id: run, priority: 1 }).await.unwrap();
+
+    assert_eq!(store.entered.load(Ordering::SeqCst), CALLS, "no more than the limit reached the store");
+    let counts = coordinator.admission();
+    assert_eq!((counts.admitted, counts.waiting), (CALLS as u64, QUEUE), "{counts:?}");
+    assert_eq!((counts.refused_leases, counts.refused_held), (1, 2), "{counts:?}");
+    assert_eq!(counts.most_in_flight, CALLS, "{counts:?}");
+
+    // Every admitted call completes once the store answers.
+    store.open();
+    let mut leased = std::collections::HashSet::new();
+    for call in leasing {
+        let jobs =
+            tokio::time::timeout(HANG, call).await.unwrap().unwrap().expect("an admitted lease").into_inner().jobs;
+        assert_eq!(jobs.len(), 2);
+        leased.extend(jobs.into_iter().map(|job| job.job_id));
+    }
+    assert_eq!(leased.len(), 2 * (new_leases + 1), "distinct jobs");
+    for call in beating {
+        let lost = tokio::time::timeout(HANG, call).await.unwrap().unwrap().expect("an admitted heartbeat");
+        assert_eq!(lost.into_inner().cancel_tokens, vec!["no-such-lease".to_string()]);
+    }
+    assert_eq!(store.entered.load(Ordering::SeqCst), CALLS + QUEUE);
+    // The slots are free again.
+    assert_eq!(lease(worker.clone()).await.expect("a slot is free").into_inner().jobs.len(), 2);
+    assert_eq!(coordinator.admission().most_in_flight, CALLS);
+}
