@@ -75,15 +75,16 @@ pub struct CoordinatorConfig {
     pub checking: CheckingLimits,
     /// How many reads (runs, progress, results, classes, the status page)
     /// use the store at once. Reads beyond it wait their turn, so they can
-    /// never hold every connection of the store's pool (16 on Postgres)
+    /// never hold every connection of the store's pool (16 on Postgres
+    /// unless `--database-connections` says otherwise)
     /// while workers wait to lease and report.
     pub concurrent_reads: usize,
     /// How many workers' calls use the store at once; more are refused at
     /// once with UNAVAILABLE and a retry hint, new leases first
     /// ([`admission`]: the priorities and the hint). The default,
     /// [`AdmissionLimits::for_pool`] of 16 connections, is for Postgres's
-    /// pool; `census coordinator --max-calls-in-flight` says it for the
-    /// store it opens.
+    /// default pool; `census coordinator` makes it from the pool it opens
+    /// (`--database-connections`), or takes `--max-calls-in-flight`.
     pub admission: AdmissionLimits,
     /// `/metrics` answers without a credential too (for a Prometheus
     /// scraper), leaving out the series that name worker identities.

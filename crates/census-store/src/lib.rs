@@ -46,7 +46,7 @@ use async_trait::async_trait;
 
 pub use census_math::census::{Census, JobSpec};
 use num_bigint::BigUint;
-pub use sql::{SqlBackend, SqlTx};
+pub use sql::{MAX_CONNECTIONS, POSTGRES_CONNECTIONS, SqlBackend, SqlTx, pool_size};
 pub use store::Store;
 
 /// The store on Postgres or SQLite.
@@ -55,7 +55,16 @@ pub type SqlStore = Store<SqlBackend>;
 impl SqlStore {
     /// Opens the store at `url` (see [`connect`]) and migrates it.
     pub async fn connect(url: &str, config: StoreConfig) -> Result<SqlStore, StoreError> {
-        Store::open(SqlBackend::connect(url).await?, config).await
+        SqlStore::connect_with(url, config, None).await
+    }
+
+    /// [`SqlStore::connect`] with a pool of `connections` ([`pool_size`]).
+    pub async fn connect_with(
+        url: &str,
+        config: StoreConfig,
+        connections: Option<u32>,
+    ) -> Result<SqlStore, StoreError> {
+        Store::open(SqlBackend::connect_with(url, connections).await?, config).await
     }
 }
 
@@ -123,7 +132,17 @@ pub fn redact_url(url: &str) -> String {
 /// `postgres://...` or `postgresql://...` is Postgres; `sqlite://PATH`,
 /// `sqlite:PATH` or a bare path is an SQLite file.
 pub async fn connect(url: &str, config: StoreConfig) -> Result<Arc<dyn JobStore>, StoreError> {
-    Ok(Arc::new(SqlStore::connect(url, config).await?))
+    connect_with(url, config, None).await
+}
+
+/// [`connect`] with a pool of `connections` to the database (default and
+/// bounds: [`pool_size`]; an SQLite file has one).
+pub async fn connect_with(
+    url: &str,
+    config: StoreConfig,
+    connections: Option<u32>,
+) -> Result<Arc<dyn JobStore>, StoreError> {
+    Ok(Arc::new(SqlStore::connect_with(url, config, connections).await?))
 }
 
 /// A run as listed: its identity, its spec and how far it got.

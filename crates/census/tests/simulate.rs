@@ -139,6 +139,8 @@ fn bad_simulations_are_refused_by_name() {
         (vec!["--workers", "2", "--jobs", "10", "--batch", "0"], "--batch"),
         (vec!["--workers", "2", "--jobs", "10", "--max-calls-in-flight", "0"], "--max-calls-in-flight"),
         (vec!["--workers", "2", "--jobs", "10", "--heartbeats", "never"], "--heartbeats"),
+        // An SQLite file has one connection.
+        (vec!["--workers", "2", "--jobs", "10", "--database-connections", "4"], "--database-connections"),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_census")).arg("simulate").args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);

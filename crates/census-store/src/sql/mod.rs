@@ -22,6 +22,8 @@ mod remedies;
 mod results;
 mod runs;
 
+pub use open::{MAX_CONNECTIONS, POSTGRES_CONNECTIONS, pool_size};
+
 use async_trait::async_trait;
 use sqlx::AnyPool;
 use sqlx::any::AnyRow;
@@ -37,6 +39,15 @@ pub struct SqlBackend {
     /// tells whether the database answers, not whether the pool is busy.
     health: AnyPool,
     dialect: Dialect,
+    /// The pool's size ([`open::pool_size`]).
+    connections: u32,
+}
+
+impl SqlBackend {
+    /// How many connections its pool opens at most (besides health's one).
+    pub fn connections(&self) -> u32 {
+        self.connections
+    }
 }
 
 /// A transaction of the SQL backend.

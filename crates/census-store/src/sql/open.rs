@@ -88,6 +88,35 @@ fn check_sqlite_file(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The connections of a pool to a Postgres server unless told otherwise
+/// ([`pool_size`]).
+pub const POSTGRES_CONNECTIONS: u32 = 16;
+
+/// The most connections one pool opens: far beyond what one process can
+/// use, and within what a Postgres server can be configured to accept.
+pub const MAX_CONNECTIONS: u32 = 1000;
+
+/// The connections of the pool that a store at `url` opens: `asked` if
+/// given, else [`POSTGRES_CONNECTIONS`] to a Postgres server. An SQLite
+/// file has one (one writer at a time: a second connection would only wait
+/// for the first, or fail busy), so any other number is refused, as is a
+/// number outside 1 to [`MAX_CONNECTIONS`], or a location that is no
+/// database census can use.
+pub fn pool_size(url: &str, asked: Option<u32>) -> Result<u32, StoreError> {
+    let location =
+        Location::parse(url).map_err(|reason| StoreError::BadLocation { url: crate::redact_url(url), reason })?;
+    match (location, asked) {
+        (_, Some(n)) if !(1..=MAX_CONNECTIONS).contains(&n) => {
+            Err(StoreError::Invalid(format!("a pool has 1 to {MAX_CONNECTIONS} connections, not {n}")))
+        }
+        (Location::Postgres, asked) => Ok(asked.unwrap_or(POSTGRES_CONNECTIONS)),
+        (Location::Sqlite(_), None | Some(1)) => Ok(1),
+        (Location::Sqlite(_), Some(n)) => Err(StoreError::Invalid(format!(
+            "an SQLite file has one connection (one writer at a time), not {n}: give more to a Postgres store"
+        ))),
+    }
+}
+
 /// How long the first connection to a Postgres server may take.
 const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -111,9 +140,17 @@ async fn probe_postgres(url: &str) -> Result<(), (String, bool)> {
 }
 
 impl SqlBackend {
-    /// Opens the store at `url` (see [`crate::connect`]) and migrates it.
-    /// SQLite runs whose sums migration 0006 marked inexact are summed again.
+    /// Opens the store at `url` (see [`crate::connect`]) and migrates it,
+    /// with the default pool ([`pool_size`]).
     pub async fn connect(url: &str) -> Result<SqlBackend, StoreError> {
+        SqlBackend::connect_with(url, None).await
+    }
+
+    /// [`SqlBackend::connect`] with a pool of `connections` ([`pool_size`]
+    /// says which numbers a location takes, and the default). SQLite runs
+    /// whose sums migration 0006 marked inexact are summed again.
+    pub async fn connect_with(url: &str, connections: Option<u32>) -> Result<SqlBackend, StoreError> {
+        let connections = pool_size(url, connections)?;
         static DRIVERS: Once = Once::new();
         DRIVERS.call_once(sqlx::any::install_default_drivers);
         // The URL's password never reaches an error, nor a log line made of one
@@ -138,7 +175,7 @@ impl SqlBackend {
                     retryable,
                 })?;
                 let pool = AnyPoolOptions::new()
-                    .max_connections(16)
+                    .max_connections(connections)
                     // Fail fast while the database is down: callers get a
                     // retryable UNAVAILABLE and health turns NOT_SERVING.
                     .acquire_timeout(Duration::from_secs(5))
@@ -208,7 +245,7 @@ impl SqlBackend {
             .acquire_timeout(Duration::from_secs(5))
             .connect_lazy(&health_url)
             .map_err(|e| failed(&e))?;
-        let backend = SqlBackend { pool, health, dialect };
+        let backend = SqlBackend { pool, health, dialect, connections };
         backend.rebuild_inexact_sums().await?;
         Ok(backend)
     }
@@ -216,8 +253,25 @@ impl SqlBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::Location;
+    use super::{Location, POSTGRES_CONNECTIONS, pool_size};
+    use crate::StoreError;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_pool_is_sized_as_asked_where_the_database_allows() {
+        let postgres = "postgres://u@localhost/db";
+        assert_eq!(pool_size(postgres, None).unwrap(), POSTGRES_CONNECTIONS);
+        assert_eq!(pool_size(postgres, Some(64)).unwrap(), 64);
+        assert_eq!(pool_size("census.db", None).unwrap(), 1);
+        assert_eq!(pool_size("sqlite://census.db", Some(1)).unwrap(), 1);
+        let refused = pool_size("census.db", Some(4)).unwrap_err().to_string();
+        assert!(refused.contains("one connection") && refused.contains("not 4"), "{refused}");
+        for bad in [0, 1001] {
+            let refused = pool_size(postgres, Some(bad)).unwrap_err().to_string();
+            assert!(refused.contains(&format!("not {bad}")), "{refused}");
+        }
+        assert!(matches!(pool_size("mysql://localhost/db", Some(4)), Err(StoreError::BadLocation { .. })));
+    }
 
     #[test]
     fn urls_name_their_backend() {

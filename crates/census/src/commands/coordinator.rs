@@ -78,6 +78,8 @@ pub struct Args {
     tls_client_ca: Option<PathBuf>,
     #[arg(long, env = "CENSUS_MAX_CALLS_IN_FLIGHT", value_parser = clap::value_parser!(u32).range(1..=100_000), help = super::MAX_CALLS_IN_FLIGHT_HELP)]
     max_calls_in_flight: Option<u32>,
+    #[arg(long, env = "CENSUS_DATABASE_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..=1000), help = super::DATABASE_CONNECTIONS_HELP)]
+    database_connections: Option<u32>,
     /// Serve the live status page on this address (http://ADDRESS/, or
     /// /#token=TOKEN when reads need a token), with its JSON at /api/status.
     #[arg(long, env = "CENSUS_HTTP_LISTEN")]
@@ -206,7 +208,8 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         token_hashes.push((file, hash_token(token)));
     }
     // A database server may still be starting (docker compose, Kubernetes).
-    let store = super::open_store(&args.database_url, config.clone()).await?;
+    let connections = super::pool_for(&args.database_url, args.database_connections)?;
+    let store = super::open_store(&args.database_url, config.clone(), connections).await?;
     tracing::info!("database ready, migrations applied");
     for (file, hash) in &token_hashes {
         until_available("registering a token", || store.import_token(&file.name, file.role, hash)).await?;
@@ -228,7 +231,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             trust_local_workers: false,
             tls,
             public_metrics: args.public_metrics,
-            admission: super::admission_for(&args.database_url, args.max_calls_in_flight.map(|n| n as usize)),
+            admission: super::admission_for(connections, args.max_calls_in_flight.map(|n| n as usize)),
             ..CoordinatorConfig::default()
         },
     );

@@ -81,9 +81,11 @@ pub const DATABASE_WAIT: std::time::Duration = std::time::Duration::from_secs(60
 /// reached yet until [`DATABASE_WAIT`] (or `CENSUS_DATABASE_WAIT` seconds)
 /// has passed since the first try; an SQLite file's errors, and any error a
 /// retry cannot help, are final at once. The one policy of every role.
+/// `connections` is the pool's size, as [`pool_for`] gave it.
 pub async fn open_store(
     url: &str,
     config: census_store::StoreConfig,
+    connections: u32,
 ) -> Result<std::sync::Arc<dyn census_store::JobStore>, census_store::StoreError> {
     let wait = match std::env::var("CENSUS_DATABASE_WAIT") {
         Ok(seconds) => seconds.trim().parse().map(std::time::Duration::from_secs).map_err(|_| {
@@ -94,7 +96,7 @@ pub async fn open_store(
     let server = url.starts_with("postgres");
     let started = std::time::Instant::now();
     loop {
-        match census_store::connect(url, config.clone()).await {
+        match census_store::connect_with(url, config.clone(), Some(connections)).await {
             Err(error) if server && error.is_retryable() && started.elapsed() + RETRY_PAUSE < wait => {
                 tracing::warn!(%error, "cannot open the database yet; retrying in 2 s");
                 tokio::time::sleep(RETRY_PAUSE).await;
@@ -113,20 +115,29 @@ pub const MAX_CALLS_IN_FLIGHT_HELP: &str = "Workers' calls that use the database
      UNAVAILABLE and a retry hint (grpc-retry-pushback-ms), new leases before heartbeats and reports, which keep \
      a quarter of the slots";
 
-/// The connections of the store's pool at `url` (`census-store`,
-/// `sql/backend.rs`: 16 to a Postgres server, 1 to an SQLite file), of
-/// which the coordinator's admission default is made. The store does not
-/// say it: keep the two in step.
-fn store_connections(url: &str) -> usize {
-    if sqlite_file(url).is_some() { 1 } else { 16 }
+/// `--database-connections`, as every role that opens a store for a
+/// coordinator says it.
+pub const DATABASE_CONNECTIONS_HELP: &str = "Connections of the store's pool to a Postgres server, 1 to 1000 (default: \
+     16). An SQLite file has one. Each coordinator opens this many: keep coordinators x connections under the \
+     server's max_connections (or behind pgbouncer)";
+
+/// The size of the store's pool at `url` (`--database-connections`, or
+/// the store's default: `census_store::pool_size`), checked before
+/// anything is opened: a number the database cannot take is bad input.
+pub fn pool_for(url: &str, asked: Option<u32>) -> anyhow::Result<u32> {
+    census_store::pool_size(url, asked).map_err(|error| match error {
+        census_store::StoreError::Invalid(reason) => UsageError(format!("--database-connections: {reason}")).into(),
+        error => error.into(),
+    })
 }
 
-/// The coordinator's admission for the store at `url`: `calls` in flight
-/// if given (`--max-calls-in-flight`), or the default of its pool.
-pub fn admission_for(url: &str, calls: Option<usize>) -> census_coordinator::AdmissionLimits {
+/// The coordinator's admission for a store whose pool has `connections`:
+/// `calls` in flight if given (`--max-calls-in-flight`), or the default
+/// of that pool.
+pub fn admission_for(connections: u32, calls: Option<usize>) -> census_coordinator::AdmissionLimits {
     match calls {
         Some(calls) => census_coordinator::AdmissionLimits::with_calls(calls),
-        None => census_coordinator::AdmissionLimits::for_pool(store_connections(url)),
+        None => census_coordinator::AdmissionLimits::for_pool(connections as usize),
     }
 }
 

@@ -44,6 +44,8 @@ pub struct Args {
     allow_sqlite: bool,
     #[arg(long, env = "CENSUS_MAX_CALLS_IN_FLIGHT", value_parser = clap::value_parser!(u32).range(1..=100_000), help = super::MAX_CALLS_IN_FLIGHT_HELP)]
     max_calls_in_flight: Option<u32>,
+    #[arg(long, env = "CENSUS_DATABASE_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..=1000), help = super::DATABASE_CONNECTIONS_HELP)]
+    database_connections: Option<u32>,
     /// Print only the result: no header, no serving line, no progress (the
     /// status page's address still, when --http-listen asks for one).
     #[arg(long, short)]
@@ -78,7 +80,8 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     // them fails for good (with one worker a quorum of two identities would
     // never come, and the run would wait forever instead of saying why).
     let store_config = StoreConfig { fail_quorum: 1, ..StoreConfig::default() };
-    let store = super::open_store(&args.database, store_config).await?;
+    let connections = super::pool_for(&args.database, args.database_connections)?;
+    let store = super::open_store(&args.database, store_config, connections).await?;
     // Credentials that live only in this process: the coordinator serves a
     // loopback port, and nothing else can present them.
     let operator_token = generate_token();
@@ -97,7 +100,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         lease_ttl: LOCAL_LEASE_TTL,
         auth,
         trust_local_workers: true,
-        admission: super::admission_for(&args.database, args.max_calls_in_flight.map(|n| n as usize)),
+        admission: super::admission_for(connections, args.max_calls_in_flight.map(|n| n as usize)),
         ..CoordinatorConfig::default()
     };
     let coordinator = Coordinator::new(store, config);

@@ -60,6 +60,8 @@ pub struct Args {
     heartbeats: Heartbeats,
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), help = super::MAX_CALLS_IN_FLIGHT_HELP)]
     max_calls_in_flight: Option<u32>,
+    #[arg(long, env = "CENSUS_DATABASE_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..=1000), help = super::DATABASE_CONNECTIONS_HELP)]
+    database_connections: Option<u32>,
     /// HTTP/2 connections the simulated workers share (default: one each,
     /// as separate machines would have; fewer needs fewer file descriptors).
     #[arg(long, value_parser = parse_workers)]
@@ -135,8 +137,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let tokens: Vec<String> = (0..args.workers).map(|_| generate_token()).collect();
     let operator = generate_token();
     let created = Instant::now();
-    let admission = super::admission_for(&database, args.max_calls_in_flight.map(|n| n as usize));
-    let served = coordinator_runtime.block_on(serve(&database, census, &tokens, &operator, admission))?;
+    let pool = super::pool_for(&database, args.database_connections)?;
+    let admission = super::admission_for(pool, args.max_calls_in_flight.map(|n| n as usize));
+    let served = coordinator_runtime.block_on(serve(&database, pool, census, &tokens, &operator, admission))?;
     let create_seconds = created.elapsed().as_secs_f64();
     if !args.json {
         eprintln!(
@@ -187,6 +190,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "count_ms": args.count_ms,
         "heartbeats": format!("{:?}", args.heartbeats).to_lowercase(),
         "max_calls_in_flight": admission.calls,
+        "database_connections": pool,
         "jobs": args.jobs,
         "jobs_done": simulated.progress.done,
         "results_recorded": calls.recorded,
@@ -304,12 +308,13 @@ struct Served {
 /// (they are not trusted as this process's own: the check is what is measured).
 async fn serve(
     database: &str,
+    pool: u32,
     census: Census,
     tokens: &[String],
     operator: &str,
     admission: AdmissionLimits,
 ) -> anyhow::Result<Served> {
-    let store = super::open_store(database, StoreConfig::default()).await?;
+    let store = super::open_store(database, StoreConfig::default(), pool).await?;
     let mut auth = AuthConfig::default();
     auth.local.insert(hash_token(operator), ("simulate-operator".into(), Role::Operator));
     for (i, token) in tokens.iter().enumerate() {
