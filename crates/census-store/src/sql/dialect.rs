@@ -41,6 +41,33 @@ impl Dialect {
         }
     }
 
+    /// The rows of a JSON array of objects bound as `parameter` (text), as
+    /// a table `x` with these columns (name and SQL type, each an object's
+    /// field of that name) and `x.n`, each row's place in the array, to
+    /// keep their order by. One parameter carries thousands of rows, where
+    /// a `VALUES` list binds one a cell (and SQLite finds each by name):
+    /// creating a run's jobs so is one statement a chunk.
+    pub(super) fn json_rows(self, parameter: &str, columns: &[(&str, &str)]) -> String {
+        let names: Vec<&str> = columns.iter().map(|&(name, _)| name).collect();
+        match self {
+            Dialect::Postgres => {
+                let typed: Vec<String> = columns.iter().map(|(name, kind)| format!("{name} {kind}")).collect();
+                format!(
+                    "ROWS FROM (json_to_recordset(CAST({parameter} AS JSON)) AS ({})) WITH ORDINALITY AS x({}, n)",
+                    typed.join(", "),
+                    names.join(", ")
+                )
+            }
+            Dialect::Sqlite => {
+                let cells: Vec<String> = columns
+                    .iter()
+                    .map(|(name, kind)| format!("CAST(json_extract(j.value, '$.{name}') AS {kind}) AS {name}"))
+                    .collect();
+                format!("(SELECT {}, j.key AS n FROM json_each({parameter}) AS j) AS x", cells.join(", "))
+            }
+        }
+    }
+
     /// A statement that takes a lock on one identity (`$1`) until the
     /// transaction ends, so that the same identity's leases, completions,
     /// failures and quarantine happen one after the other: the lease cap
