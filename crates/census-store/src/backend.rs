@@ -622,7 +622,10 @@ pub trait RunStorage: Transactions {
     /// is a duplicate (and the transaction may then be unusable).
     async fn insert_run(&self, tx: &mut Self::Tx, run: &NewRun<'_>) -> Result<Inserted<RunId>, StoreError>;
     async fn insert_classes(&self, tx: &mut Self::Tx, run: RunId, classes: &[NewClass<'_>]) -> Result<(), StoreError>;
-    /// Inserts pending jobs; a key the run has already is a duplicate.
+    /// Inserts pending jobs, their ids in the order given (a fold walks a
+    /// run's jobs by id, in step with its census's list); a key the run has
+    /// already is a duplicate, and a job whose class the run does not have
+    /// is an error.
     async fn insert_jobs(
         &self,
         tx: &mut Self::Tx,

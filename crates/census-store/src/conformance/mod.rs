@@ -103,6 +103,7 @@ properties!(
     streamed::a_streamed_run_is_stored_whole_and_counts_exactly,
     streamed::a_class_in_many_chunks_has_all_its_jobs,
     streamed::a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored,
+    streamed::jobs_are_stored_in_the_order_given_and_any_order_folds,
 );
 
 /// Checks every property of the suite, each on a new empty store that

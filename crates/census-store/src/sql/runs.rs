@@ -163,16 +163,31 @@ impl RunStorage for SqlBackend {
         }
         let rows: Vec<Row<'_>> = jobs.iter().map(|job| Row { class_id: job.class, key: job.key }).collect();
         // In the order given: a job's id is its place in the census's list,
-        // which the fold at finish walks in step with the rows.
+        // which the fold at finish walks in step with the rows. A job whose
+        // class the run does not have is not inserted, and the chunk is
+        // refused below (Postgres has no foreign key from jobs to classes:
+        // migration 0007). The class is looked up a job at a time, by its
+        // key: a join was planned (before the new classes were counted) as
+        // a scan of every class of the run, for every chunk.
         let from = self.dialect.json_rows("$3", &[("class_id", "BIGINT"), ("key", "TEXT")]);
         let sql = format!(
             "INSERT INTO jobs (run_id, class_id, key, created_at, updated_at)
-             SELECT $1, x.class_id, x.key, $2, $2 FROM {from} ORDER BY x.n"
+             SELECT $1, x.class_id, x.key, $2, $2 FROM {from}
+             WHERE (SELECT COUNT(*) FROM classes c WHERE c.run_id = $1 AND c.class_id = x.class_id) = 1
+             ORDER BY x.n"
         );
-        match sqlx::query(&sql).bind(run).bind(now).bind(json(&rows)?).execute(&mut **tx).await {
-            Ok(_) => Ok(Inserted::New(())),
-            Err(error) => Ok(Inserted::Duplicate(duplicate(error)?)),
+        let inserted = match sqlx::query(&sql).bind(run).bind(now).bind(json(&rows)?).execute(&mut **tx).await {
+            Ok(done) => done.rows_affected(),
+            Err(error) => return Ok(Inserted::Duplicate(duplicate(error)?)),
+        };
+        if inserted != jobs.len() as u64 {
+            return Err(StoreError::Internal(format!(
+                "{} of {} jobs name a class that run {run} does not have",
+                jobs.len() as u64 - inserted,
+                jobs.len()
+            )));
         }
+        Ok(Inserted::New(()))
     }
 
     async fn set_class_jobs_total(&self, tx: &mut SqlTx, run: RunId, classes: &[(i64, i64)]) -> Result<(), StoreError> {
