@@ -32,6 +32,10 @@ use std::sync::atomic::AtomicBool;
 
 use num_bigint::BigUint;
 
+mod folding;
+
+pub use folding::Folding;
+
 use crate::essentially_different as ed;
 use crate::total::{factorize, kilfoil_estimate, n0_from_s, relative_error};
 use crate::{Band, ClassTable, Counter, CounterKind, SEEDS, Seed, Stage, shapes, synthetic, three_bands};
@@ -489,6 +493,13 @@ impl Census {
         }
     }
 
+    /// Whether [`Census::job_stream`] makes the jobs as they are read (the
+    /// synthetic census's, up to 10^7), rather than listing them first: a
+    /// caller that folds runs of the others keeps their list.
+    pub fn makes_jobs_as_read(&self) -> bool {
+        matches!(self, Census::Synthetic { .. })
+    }
+
     /// Names the counting code: results of different versions are never
     /// mixed in one run.
     pub fn counter_version(&self) -> String {
@@ -599,22 +610,17 @@ impl Census {
                 (None, None) => "the jobs differ".into(),
             }));
         }
+        self.fold_listed(jobs, counts)
+    }
+
+    /// The answer from one count per job of `jobs`, which are exactly the
+    /// census's own (the caller has checked them).
+    fn fold_listed(&self, jobs: &[JobSpec], counts: &[u128]) -> Result<Answer, CensusError> {
         match *self {
-            Census::Sudoku { .. } => {
-                // S = sum of class size x seed count; N0 = 9! x 72^2 x S.
-                let s: BigUint = jobs.iter().zip(counts).map(|(job, &count)| BigUint::from(job.weight) * count).sum();
-                let n0 = n0_from_s(&s);
-                let kilfoil = kilfoil_estimate();
-                let terms = vec![
-                    ("S".to_string(), s.to_string()),
-                    ("S factorized".to_string(), factorize(&s).to_string()),
-                    ("N0 = 9! x 72^2 x S".to_string(), n0.to_string()),
-                    (
-                        "Kilfoil's estimate".to_string(),
-                        format!("{kilfoil:.4e} ({:+.3}% from N0)", 100.0 * relative_error(kilfoil, &n0)),
-                    ),
-                ];
-                Ok(Answer { value: n0, terms })
+            Census::Sudoku { .. } | Census::Synthetic { .. } => {
+                let weighted: BigUint =
+                    jobs.iter().zip(counts).map(|(job, &count)| BigUint::from(job.weight) * count).sum();
+                self.fold_weighted(weighted)
             }
             Census::EssentiallyDifferent => {
                 let fixed_jobs: Vec<ed::FixedJob> = jobs
@@ -641,14 +647,6 @@ impl Census {
                 terms.push(("|G|".into(), ed::GROUP_ORDER.to_string()));
                 terms.push(("essentially different = sum / |G|".into(), fold.answer.to_string()));
                 Ok(Answer { value: fold.answer, terms })
-            }
-            Census::Synthetic { jobs: listed, .. } => {
-                let value = synthetic::fold(counts);
-                let terms = vec![
-                    ("synthetic jobs (a load test: counts of nothing)".to_string(), listed.to_string()),
-                    ("sum of their made-up counts".to_string(), value.to_string()),
-                ];
-                Ok(Answer { value, terms })
             }
             Census::Shape { rows, .. } if rows != 2 => {
                 let three_band_jobs: Vec<three_bands::ThreeBandJob> = jobs
@@ -718,6 +716,39 @@ impl Census {
                 ];
                 Ok(Answer { value, terms })
             }
+        }
+    }
+
+    /// The answer of the kinds that fold the sum of weight x count alone
+    /// (the 9x9 count's S; the synthetic census's sum, its weights all 1),
+    /// from that sum: what [`Folding`] keeps of them as their counts come.
+    fn fold_weighted(&self, weighted: BigUint) -> Result<Answer, CensusError> {
+        match *self {
+            Census::Sudoku { .. } => {
+                // S = sum of class size x seed count; N0 = 9! x 72^2 x S.
+                let s = weighted;
+                let n0 = n0_from_s(&s);
+                let kilfoil = kilfoil_estimate();
+                let terms = vec![
+                    ("S".to_string(), s.to_string()),
+                    ("S factorized".to_string(), factorize(&s).to_string()),
+                    ("N0 = 9! x 72^2 x S".to_string(), n0.to_string()),
+                    (
+                        "Kilfoil's estimate".to_string(),
+                        format!("{kilfoil:.4e} ({:+.3}% from N0)", 100.0 * relative_error(kilfoil, &n0)),
+                    ),
+                ];
+                Ok(Answer { value: n0, terms })
+            }
+            Census::Synthetic { jobs: listed, .. } => {
+                let value = weighted;
+                let terms = vec![
+                    ("synthetic jobs (a load test: counts of nothing)".to_string(), listed.to_string()),
+                    ("sum of their made-up counts".to_string(), value.to_string()),
+                ];
+                Ok(Answer { value, terms })
+            }
+            _ => Err(CensusError::BadResults(format!("{self} folds more than a weighted sum of its counts"))),
         }
     }
 }

@@ -21,8 +21,8 @@
 use num_bigint::BigUint;
 
 /// The most jobs a synthetic census lists (`Census::job_stream` makes
-/// them one at a time for a run's creation; the fold of a finished run
-/// still lists them all, about 1.3 GB at 10^7).
+/// them one at a time, for a run's creation and for the fold of a finished
+/// run, `Census::folding`: never all in memory).
 pub const MAX_JOBS: u64 = 10_000_000;
 
 /// Jobs per group, as the 9x9 census has 10 seeds per class: results of

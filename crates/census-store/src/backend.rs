@@ -429,14 +429,16 @@ pub enum FoldSource {
     AcceptedResults,
 }
 
-/// A page of a run's done jobs for a fold, in order of job id and then
-/// row id, after the page key `after`.
+/// A page of a run's done jobs for a fold: the next `limit` of them by
+/// id, after the job `after`, with all their rows (a job has one; with
+/// [`FoldSource::AcceptedResults`] a damaged database may hold two
+/// accepted results of one job, and both are given, in the same page).
 #[derive(Debug, Clone, Copy)]
 pub struct FoldPage {
     pub run: RunId,
     pub source: FoldSource,
-    /// (job id, row id) of the last row of the previous page; (-1, -1) first.
-    pub after: (i64, i64),
+    /// The last job of the previous page; -1 first.
+    pub after: JobId,
     pub limit: i64,
 }
 
@@ -444,8 +446,7 @@ pub struct FoldPage {
 #[derive(Debug, Clone)]
 pub struct FoldRow {
     pub job_id: JobId,
-    /// The page key's second part: the job's id again, or its result's.
-    pub row_id: i64,
+    pub class_id: ClassId,
     pub key: String,
     pub label: String,
     pub weight: u128,

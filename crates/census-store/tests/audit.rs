@@ -188,3 +188,28 @@ async fn a_finished_answer_is_verified_once_per_store() {
     let refused = reopened.total(1).await.unwrap_err();
     assert!(matches!(refused, StoreError::TotalMismatch { .. }), "{refused}");
 }
+
+/// A job with a second accepted result of its round (inserted behind the
+/// store's back: results are append-only, not insert-proof) is not one job
+/// counted once: the next store to read the finished run refuses its
+/// answer, naming the job, however the fold pages the results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_accepted_twice_is_refused_by_the_recheck() {
+    let (path, store) = sqlite_file("accepted-twice").await;
+    store.create_run(&spec(RUSSELL, 1), &jobs(RUSSELL)).await.unwrap();
+    count_every_job(&store, true_count).await;
+    assert!(store.total(1).await.unwrap().is_final);
+    store.close().await;
+    sqlite3(
+        &path,
+        "INSERT INTO results (job_id, run_id, attempt, worker, count, elapsed_ms, counter_version, outcome,
+                              finished_at, round)
+         SELECT job_id, run_id, attempt, worker, count, elapsed_ms, counter_version, outcome, finished_at, round
+         FROM results WHERE id = (SELECT max(id) FROM results WHERE outcome = 'accepted')",
+    );
+    let reopened = connect(&path, StoreConfig::default()).await.unwrap();
+    let refused = reopened.total(1).await.unwrap_err();
+    let message = refused.report();
+    assert!(matches!(refused, StoreError::TotalMismatch { .. }), "{message}");
+    assert!(message.contains("appears twice"), "{message}");
+}

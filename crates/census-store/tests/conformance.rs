@@ -89,3 +89,44 @@ async fn postgres_a_stored_census_that_cannot_be_read_is_an_error() {
     let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
     a_stored_census_that_cannot_be_read_is_an_error(&url, &url).await;
 }
+
+/// A finished run of several pages (25,001 jobs: three of the fold's pages
+/// of 10,000), read by a new store (a restarted coordinator), is folded
+/// again from its accepted results, page by page, to the same answer; the
+/// store that finished it answers from what it folded then.
+async fn a_finished_run_of_many_pages_is_folded_again_by_a_new_store(url: &str) {
+    use census_math::synthetic;
+    const JOBS: u64 = 25_001;
+    let census: census_store::Census = format!("synthetic jobs={JOBS}").parse().unwrap();
+    let spec = census_store::RunSpec { census, counter_version: census.counter_version(), redundancy: 1 };
+    let store = connect(url, StoreConfig::default()).await.unwrap();
+    let run = store.create_run_streaming(&spec, census.job_stream().unwrap()).await.unwrap();
+    loop {
+        let leases = store.lease(Some(run), "w", 2048, TTL).await.unwrap();
+        if leases.is_empty() {
+            break;
+        }
+        let reports: Vec<_> = leases.iter().map(|lease| completion(lease, "w", true_count(lease))).collect();
+        store.complete_many(&reports).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
+    }
+    let expected = Some(synthetic::expected_answer(JOBS, 0));
+    assert_eq!(store.total(run).await.unwrap().answer, expected);
+    store.close().await;
+    let reopened = connect(url, StoreConfig::default()).await.unwrap();
+    let total = reopened.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.answer, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_finished_run_of_many_pages_is_folded_again_by_a_new_store() {
+    let path = std::env::temp_dir().join(format!("census-store-many-pages-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    a_finished_run_of_many_pages_is_folded_again_by_a_new_store(&path.display().to_string()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_finished_run_of_many_pages_is_folded_again_by_a_new_store() {
+    let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
+    a_finished_run_of_many_pages_is_folded_again_by_a_new_store(&url).await;
+}

@@ -68,6 +68,19 @@ impl Dialect {
         }
     }
 
+    /// A join of `table` (as `alias`) that finds each row's match by `on`,
+    /// a row at a time (an index probe a row), whatever the planner
+    /// believes of the tables' sizes: Postgres plans it as a lateral
+    /// subquery, SQLite joins so anyway. The fold's pages join so: a hash
+    /// join planned before autoanalyze had counted a finished run's new
+    /// rows read every result (or class) of the run for every page.
+    pub(super) fn join_each(self, table: &str, alias: &str, on: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("JOIN LATERAL (SELECT * FROM {table} {alias} WHERE {on}) AS {alias} ON TRUE"),
+            Dialect::Sqlite => format!("JOIN {table} {alias} ON {on}"),
+        }
+    }
+
     /// A statement that takes a lock on one identity (`$1`) until the
     /// transaction ends, so that the same identity's leases, completions,
     /// failures and quarantine happen one after the other: the lease cap

@@ -8,6 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::decision::{BatchPlan, JobView, Offence, plan_batch, quarantine_reason};
+use super::totals::VerifiedFinal;
 use super::{Store, now_ms};
 use crate::backend::{JobState, Rejection, ResultOutcome, StorageBackend};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
@@ -29,7 +30,11 @@ impl<B: StorageBackend> Store<B> {
         let plan = plan_batch(jobs, completions, now);
         let finished = self.apply_plan(&mut tx, &plan, now).await?;
         self.backend.commit(tx).await?;
-        self.finished.lock().expect("never poisoned").extend(finished);
+        self.finished.lock().expect("never poisoned").extend(finished.iter().map(|(run, _)| *run));
+        // The answers just folded and written serve the first reads, which
+        // would otherwise fold every result of the run again.
+        let mut verified = self.verified_finals.lock().expect("never poisoned");
+        verified.extend(finished);
         Ok(plan.outcomes)
     }
 
@@ -85,8 +90,13 @@ impl<B: StorageBackend> Store<B> {
     }
 
     /// Writes what [`plan_batch`] decided, in the caller's transaction;
-    /// returns the runs it finished.
-    async fn apply_plan(&self, tx: &mut B::Tx, plan: &BatchPlan, now: i64) -> Result<Vec<RunId>, StoreError> {
+    /// returns the runs it finished, with their answers.
+    async fn apply_plan(
+        &self,
+        tx: &mut B::Tx,
+        plan: &BatchPlan,
+        now: i64,
+    ) -> Result<Vec<(RunId, VerifiedFinal)>, StoreError> {
         for r in &plan.rejections {
             tracing::warn!(job = r.job, worker = %r.worker, count = r.count, reason = %r.reason, "result rejected");
         }
@@ -104,8 +114,10 @@ impl<B: StorageBackend> Store<B> {
         let mut finished = Vec::new();
         for (&run, change) in &plan.runs {
             self.backend.add_to_run(tx, run, change).await?;
-            if change.done > 0 && self.finish_if_complete(tx, run).await? {
-                finished.push(run);
+            if change.done > 0
+                && let Some(answer) = self.finish_if_complete(tx, run).await?
+            {
+                finished.push((run, answer));
             }
         }
         Ok(finished)

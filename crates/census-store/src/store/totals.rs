@@ -4,16 +4,17 @@
 //! checked once per store, then read from its row while the stored answer
 //! and sum stay the same.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use census_math::census::{Answer, Census};
+use census_math::census::{Answer, Census, Folding};
 use num_bigint::BigUint;
 
 use super::{Store, now_ms, read_census};
 use crate::backend::{
-    ClassPage, FinishedAnswer, FoldPage, FoldSource, PAGE, Recent, RunState, StorageBackend, contribution, parse_big,
+    ClassId, ClassPage, FinishedAnswer, FoldPage, FoldRow, FoldSource, PAGE, Recent, RunState, StorageBackend,
+    contribution, parse_big,
 };
 use crate::{JobSpec, Progress, RunId, RunTotal, StoreError};
 
@@ -23,15 +24,42 @@ struct Folded {
     answer: Answer,
     /// Sum over classes of weight x (count sum)^class_power.
     weighted_sum: BigUint,
-    /// Per class label: its weight and the sum of its jobs' counts.
-    class_sums: BTreeMap<String, (u128, BigUint)>,
+    /// Each class's weight and the sum of its jobs' counts.
+    classes: ClassSums,
 }
 
-/// A finished run's answer as [`Store::recheck_final`] verified it, kept
-/// while the row still holds the same stored answer and sum (`key`): a
-/// changed row is folded and verified again, so a tampered answer is still
-/// refused. A finished run's results do not change: no report is accepted
-/// once a run is final.
+/// The classes of a run as its fold finds them in its jobs' rows, by class
+/// number: the class's weight and the sum of its jobs' counts. One entry a
+/// class, never one a job.
+#[derive(Default)]
+struct ClassSums(HashMap<ClassId, (u128, BigUint)>);
+
+impl ClassSums {
+    /// Adds a job's count to its class; false if its weight differs from
+    /// the class's other jobs'.
+    fn add(&mut self, class: ClassId, weight: u128, count: u128) -> bool {
+        let (known, sum) = self.0.entry(class).or_insert_with(|| (weight, BigUint::default()));
+        *sum += count;
+        *known == weight
+    }
+
+    /// The class's weight and count sum, if any job of it was folded.
+    fn get(&self, class: ClassId) -> Option<&(u128, BigUint)> {
+        self.0.get(&class)
+    }
+
+    /// Sum over the classes of weight x count sum^power.
+    fn weighted_sum(&self, power: u32) -> BigUint {
+        self.0.values().map(|(weight, sum)| contribution(&BigUint::from(*weight), sum, power)).sum()
+    }
+}
+
+/// A finished run's answer as the transaction that finished it folded and
+/// wrote it, or as [`Store::recheck_final`] verified it against the
+/// accepted results, kept while the row still holds the same stored answer
+/// and sum (`key`): a changed row is folded and verified again, so a
+/// tampered answer is still refused. A finished run's results do not
+/// change: no report is accepted once a run is final.
 #[derive(Clone)]
 pub(super) struct VerifiedFinal {
     key: (String, String),
@@ -39,56 +67,65 @@ pub(super) struct VerifiedFinal {
     answer: Answer,
 }
 
-/// The fold of `counts` (one per job of `jobs`), the census's own jobs being
-/// `expected`, with its class sums and weighted sum.
-fn fold_counts(census: Census, expected: &[JobSpec], jobs: &[JobSpec], counts: &[u128]) -> Result<Folded, StoreError> {
-    let answer = census.fold_against(expected, jobs, counts).map_err(StoreError::Fold)?;
-    let mut class_sums: BTreeMap<String, (u128, BigUint)> = BTreeMap::new();
-    for (job, &count) in jobs.iter().zip(counts) {
-        let class = class_sums.entry(job.group.clone()).or_insert_with(|| (job.weight, BigUint::default()));
-        class.1 += count;
-    }
-    let weighted_sum =
-        class_sums.values().map(|(weight, sum)| contribution(&BigUint::from(*weight), sum, census.class_power())).sum();
-    Ok(Folded { answer, weighted_sum, class_sums })
+/// The fold of a run's rows in order, as they are read: the census's fold
+/// as its jobs come ([`Folding`]), and the class sums.
+struct RowFold {
+    folding: Folding,
+    classes: ClassSums,
 }
 
-/// The fold of `counts` on the blocking pool (a census's fold may take a while).
-async fn fold_blocking(
-    census: Census,
-    expected: Arc<Vec<JobSpec>>,
-    jobs: Option<Vec<JobSpec>>,
-    counts: Vec<u128>,
-) -> Result<Folded, StoreError> {
-    tokio::task::spawn_blocking(move || fold_counts(census, &expected, jobs.as_deref().unwrap_or(&expected), &counts))
+impl RowFold {
+    /// Folds a page of rows; false at the first row that is not the
+    /// census's next job or that the class sums refuse.
+    fn add(&mut self, rows: &[FoldRow]) -> bool {
+        rows.iter().all(|row| {
+            self.folding.add(&row.key, &row.label, row.weight, row.count).is_ok()
+                && self.classes.add(row.class_id, row.weight, row.count)
+        })
+    }
+}
+
+/// Runs `work` on the blocking pool (a census's fold, or comparing a page
+/// with the census's next jobs, which are made as they are read).
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| StoreError::Internal(format!("folding the answer panicked: {e}")))?
+        .map_err(|e| StoreError::Internal(format!("folding the answer panicked: {e}")))
 }
 
 impl<B: StorageBackend> Store<B> {
-    /// The census's own jobs, built once per census (the 9x9 catalogue
-    /// stage builds a class table for them).
-    async fn expected_jobs(&self, census: Census) -> Result<Arc<Vec<JobSpec>>, StoreError> {
-        if let Some(jobs) = self.expected.lock().expect("never poisoned").get(&census) {
-            return Ok(jobs.clone());
+    /// The census's own jobs in order, for a fold to compare a run's with:
+    /// made as they are read where the census makes them so (the synthetic
+    /// census's 10^7), else its list, built once per census and kept (the
+    /// 9x9 catalogue stage builds a class table for it).
+    async fn expected_jobs(&self, census: Census) -> Result<Box<dyn Iterator<Item = JobSpec> + Send>, StoreError> {
+        if census.makes_jobs_as_read() {
+            return census.job_stream().map_err(StoreError::Fold);
         }
-        let jobs = tokio::task::spawn_blocking(move || census.jobs())
-            .await
-            .map_err(|e| StoreError::Internal(format!("building the census's jobs panicked: {e}")))?
-            .map_err(StoreError::Fold)?;
-        let jobs = Arc::new(jobs);
-        self.expected.lock().expect("never poisoned").insert(census, jobs.clone());
-        Ok(jobs)
+        let kept = self.expected.lock().expect("never poisoned").get(&census).cloned();
+        let jobs = match kept {
+            Some(jobs) => jobs,
+            None => {
+                let jobs = Arc::new(blocking(move || census.jobs()).await?.map_err(StoreError::Fold)?);
+                self.expected.lock().expect("never poisoned").insert(census, jobs.clone());
+                jobs
+            }
+        };
+        Ok(Box::new((0..jobs.len()).map(move |i| jobs[i].clone())))
     }
 
     /// Folds the run's jobs and counts from `source` with the run's census.
-    /// The rows are read a page at a time and matched, as they come, with
-    /// the census's own jobs (kept once per census): what is held besides
-    /// is one count a job, never the rows. Anything but exactly the
-    /// census's jobs, each once, is refused by the census's fold (which
-    /// names what is wrong), so a partial or forged job list never gives
-    /// an answer. In `tx` when finishing a run; on their own (`None`) when
-    /// rechecking a finished one.
+    /// The rows are read a page at a time, in job order, and folded as they
+    /// come, each compared with the census's next job ([`Folding`]): what
+    /// is held is one page, one entry a class and what the census's fold
+    /// keeps (a sum, for the synthetic census and the 9x9 count), never the
+    /// run's rows or the census's job list. Rows that are not exactly the
+    /// census's jobs in its order (a run stored in another order by an
+    /// older version, or a damaged or forged one) are folded again whole
+    /// by [`Store::fold_every_row`], whose census fold names what is wrong,
+    /// so a partial or forged job list never gives an answer. In `tx` when
+    /// finishing a run; on their own (`None`) when rechecking a finished
+    /// one.
     async fn fold_run(
         &self,
         mut tx: Option<&mut B::Tx>,
@@ -96,71 +133,66 @@ impl<B: StorageBackend> Store<B> {
         run: RunId,
         source: FoldSource,
     ) -> Result<Folded, StoreError> {
-        let expected = self.expected_jobs(census).await?;
-        let mut counts: Vec<Option<u128>> = vec![None; expected.len()];
-        // The rows come in the census's order unless the run was made by an
-        // older version; then a key is looked up.
-        let mut by_key: Option<HashMap<&str, usize>> = None;
-        let mut next = 0;
+        let folding = census.folding(self.expected_jobs(census).await?);
+        let mut fold = RowFold { folding, classes: ClassSums::default() };
+        let mut page = FoldPage { run, source, after: -1, limit: PAGE };
         let mut faithful = true;
-        let mut page = FoldPage { run, source, after: (-1, -1), limit: PAGE };
-        'pages: loop {
+        loop {
             let rows = self.backend.fold_page(tx.as_deref_mut(), &page).await?;
             let Some(last) = rows.last() else { break };
-            page.after = (last.job_id, last.row_id);
-            for row in rows {
-                let position = if expected.get(next).is_some_and(|job| job.key == row.key) {
-                    Some(next)
-                } else {
-                    by_key
-                        .get_or_insert_with(|| {
-                            expected.iter().enumerate().map(|(i, job)| (job.key.as_str(), i)).collect()
-                        })
-                        .get(row.key.as_str())
-                        .copied()
-                };
-                let job = position.map(|i| (i, &expected[i]));
-                let Some((i, job)) = job.filter(|(i, _)| counts[*i].is_none()) else {
-                    faithful = false;
-                    break 'pages;
-                };
-                if job.group != row.label || job.weight != row.weight {
-                    faithful = false;
-                    break 'pages;
-                }
-                counts[i] = Some(row.count);
-                next = i + 1;
+            page.after = last.job_id;
+            let (back, ok) = blocking(move || {
+                let ok = fold.add(&rows);
+                (fold, ok)
+            })
+            .await?;
+            fold = back;
+            if !ok {
+                faithful = false;
+                break;
             }
         }
-        if !faithful || counts.iter().any(Option::is_none) {
-            return self.fold_every_row(tx, census, expected, run, source).await;
+        let RowFold { folding, classes, .. } = fold;
+        let answer = match faithful {
+            true => blocking(move || folding.finish()).await?.ok(),
+            false => None,
+        };
+        match answer {
+            Some(answer) => {
+                let weighted_sum = classes.weighted_sum(census.class_power());
+                Ok(Folded { answer, weighted_sum, classes })
+            }
+            None => self.fold_every_row(tx, census, run, source).await,
         }
-        let counts: Vec<u128> = counts.into_iter().flatten().collect();
-        fold_blocking(census, expected, None, counts).await
     }
 
-    /// The fold of a run whose rows are not exactly its census's jobs: all
-    /// of them, as stored, for the census's fold to say what is wrong.
+    /// The fold of a run whose rows are not exactly its census's jobs in
+    /// its order: all of them, as stored, for the census's fold to fold in
+    /// any order or say what is wrong. (Only a run made by an older version
+    /// in another order, or a damaged one, comes here: this holds the
+    /// rows and the census's job list.)
     async fn fold_every_row(
         &self,
         mut tx: Option<&mut B::Tx>,
         census: Census,
-        expected: Arc<Vec<JobSpec>>,
         run: RunId,
         source: FoldSource,
     ) -> Result<Folded, StoreError> {
-        let (mut jobs, mut counts) = (Vec::new(), Vec::new());
-        let mut page = FoldPage { run, source, after: (-1, -1), limit: PAGE };
+        let (mut jobs, mut counts, mut classes) = (Vec::new(), Vec::new(), ClassSums::default());
+        let mut page = FoldPage { run, source, after: -1, limit: PAGE };
         loop {
             let rows = self.backend.fold_page(tx.as_deref_mut(), &page).await?;
             let Some(last) = rows.last() else { break };
-            page.after = (last.job_id, last.row_id);
+            page.after = last.job_id;
             for row in rows {
+                classes.add(row.class_id, row.weight, row.count);
                 jobs.push(JobSpec { key: row.key, group: row.label, weight: row.weight });
                 counts.push(row.count);
             }
         }
-        fold_blocking(census, expected, Some(jobs), counts).await
+        let answer = blocking(move || census.fold(&jobs, &counts)).await?.map_err(StoreError::Fold)?;
+        let weighted_sum = classes.weighted_sum(census.class_power());
+        Ok(Folded { answer, weighted_sum, classes })
     }
 
     /// Folds a final answer again from the accepted results of the current
@@ -178,7 +210,7 @@ impl<B: StorageBackend> Store<B> {
             }
         };
         let folded =
-            self.fold_run(None, census, run, FoldSource::AcceptedResults).await.map_err(|e| refused(e.to_string()))?;
+            self.fold_run(None, census, run, FoldSource::AcceptedResults).await.map_err(|e| refused(e.report()))?;
         if folded.answer.value != stored_answer || folded.weighted_sum != stored_sum {
             return Err(refused(format!("{} (weighted sum {})", folded.answer.value, folded.weighted_sum)));
         }
@@ -186,14 +218,19 @@ impl<B: StorageBackend> Store<B> {
     }
 
     /// Writes the answer if every job of the run is done and no conflict is
-    /// open, inside the caller's transaction; true when it did. The census
+    /// open, inside the caller's transaction; the answer when it did (to be
+    /// kept once the transaction commits). The census
     /// folds the jobs' counts; the backend's class sums and contributions
     /// and its weighted sum so far must agree with the same counts, or the
     /// transaction aborts (so no batch that added wrongly goes unnoticed).
-    pub(super) async fn finish_if_complete(&self, tx: &mut B::Tx, run: RunId) -> Result<bool, StoreError> {
+    pub(super) async fn finish_if_complete(
+        &self,
+        tx: &mut B::Tx,
+        run: RunId,
+    ) -> Result<Option<VerifiedFinal>, StoreError> {
         let row = self.backend.run_state(Some(tx), run).await?.ok_or(StoreError::UnknownRun(run))?;
         if row.jobs_remaining > 0 || row.open_conflicts > 0 || row.finished_at.is_some() {
-            return Ok(false);
+            return Ok(None);
         }
         let census = read_census(run, &row.census)?;
         let folded = self.fold_run(Some(&mut *tx), census, run, FoldSource::DoneJobs).await?;
@@ -205,7 +242,7 @@ impl<B: StorageBackend> Store<B> {
             after = last.class_id;
             for class in page {
                 let label = class.label;
-                let (weight, from_jobs) = folded.class_sums.get(&label).cloned().unwrap_or_default();
+                let (weight, from_jobs) = folded.classes.get(class.class_id).cloned().unwrap_or_default();
                 let share = contribution(&BigUint::from(weight), &from_jobs, power);
                 if class.count_sum != from_jobs || class.contribution != share {
                     return Err(StoreError::TotalMismatch {
@@ -233,7 +270,8 @@ impl<B: StorageBackend> Store<B> {
         };
         self.backend.write_answer(tx, &answer).await?;
         tracing::info!(run, %census, answer = %folded.answer.value, "run finished");
-        Ok(true)
+        let key = (folded.answer.value.to_string(), folded.weighted_sum.to_string());
+        Ok(Some(VerifiedFinal { key, weighted_sum: folded.weighted_sum, answer: folded.answer }))
     }
 
     pub(super) async fn read_progress(&self, run: RunId) -> Result<Progress, StoreError> {
