@@ -96,11 +96,17 @@ impl Coordinator {
         Ok(result)
     }
 
-    /// A run's classes with their sums so far.
-    pub(crate) async fn class_lines(&self, run: RunId) -> Result<Vec<ClassLine>, Status> {
+    /// A run's classes with their sums so far, numbered `first` on, at most
+    /// `limit` of them (all with `None`).
+    pub(crate) async fn class_lines(
+        &self,
+        run: RunId,
+        first: u32,
+        limit: Option<u32>,
+    ) -> Result<Vec<ClassLine>, Status> {
         let census = self.store.run(run).await.map_err(status_of)?.spec.census;
         let power = census.class_power();
-        let classes = self.store.class_totals(run).await.map_err(status_of)?;
+        let classes = self.store.class_totals_from(run, first, limit).await.map_err(status_of)?;
         Ok(classes
             .into_iter()
             .map(|class| ClassLine {
@@ -266,8 +272,12 @@ impl CensusService for Api {
         request: Request<ListClassesRequest>,
     ) -> Result<Response<ListClassesResponse>, Status> {
         Self::caller(&request)?;
-        let run = self.0.latest_run(request.into_inner().run_id).await?;
-        Ok(Response::new(ListClassesResponse { classes: self.0.class_lines(run).await? }))
+        let request = request.into_inner();
+        let run = self.0.latest_run(request.run_id).await?;
+        let limit = (request.limit > 0).then_some(request.limit);
+        Ok(Response::new(ListClassesResponse {
+            classes: self.0.class_lines(run, request.first_class_id, limit).await?,
+        }))
     }
 
     async fn recount_job(&self, request: Request<RecountJobRequest>) -> Result<Response<RecountJobResponse>, Status> {

@@ -118,8 +118,13 @@ impl JobStore for Gated {
     async fn total(&self, run: RunId) -> Result<RunTotal, StoreError> {
         self.inner.total(run).await
     }
-    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError> {
-        self.inner.class_totals(run).await
+    async fn class_totals_from(
+        &self,
+        run: RunId,
+        first: u32,
+        limit: Option<u32>,
+    ) -> Result<Vec<ClassTotal>, StoreError> {
+        self.inner.class_totals_from(run, first, limit).await
     }
     fn take_finished_runs(&self) -> Vec<RunId> {
         self.inner.take_finished_runs()

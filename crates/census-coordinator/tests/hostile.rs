@@ -640,6 +640,37 @@ async fn the_status_page_says_which_run_is_the_9x9_count(store: Arc<dyn JobStore
     assert!(!nine_by_nine(shape));
 }
 
+/// A run's classes are read a page at a time (a run may have 10^6): a
+/// reader asks for the classes from a number on, at most so many; the
+/// status page shows the first 200 and the count of all.
+async fn classes_are_read_a_page_at_a_time(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    // 250 classes of 10 jobs.
+    let run = h.create_census_run("synthetic jobs=2500").await;
+    let classes = |first_class_id: u32, limit: u32| {
+        let mut client = h.census(Some(&h.reader));
+        async move {
+            let request = ListClassesRequest { run_id: run, first_class_id, limit };
+            let lines = client.list_classes(request).await.unwrap().into_inner().classes;
+            lines.iter().map(|line| line.class_id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(classes(0, 0).await, (0..250).collect::<Vec<_>>());
+    assert_eq!(classes(240, 20).await, (240..250).collect::<Vec<_>>());
+    assert_eq!(classes(7, 3).await, [7, 8, 9]);
+    assert!(classes(250, 5).await.is_empty());
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let page = listener.local_addr().unwrap();
+    tokio::spawn(h.coordinator.clone().serve_status_page(listener, std::future::pending()));
+    let (status, body) = http_get(page, "/api/status", Some(&h.reader)).await;
+    assert!(status.contains("200"), "{status}: {body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let shown = json["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == run).unwrap();
+    assert_eq!(shown["classes_total"], 250);
+    assert_eq!(shown["classes"].as_array().unwrap().len(), 200);
+}
+
 /// A hundred concurrent reads while a worker counts: every one succeeds,
 /// no more than the configured share of them uses the store at once,
 /// health stays SERVING, and once the run is finished its answer is not
@@ -1098,6 +1129,7 @@ on_both_backends!(
     long_jobs_keep_their_leases_past_the_coordinators_limit,
     one_token_failing_every_job_cannot_stall_a_run,
     the_status_page_says_which_run_is_the_9x9_count,
+    classes_are_read_a_page_at_a_time,
 );
 
 /// While Postgres is down, health says NOT_SERVING and calls fail with

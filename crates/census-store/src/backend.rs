@@ -732,8 +732,8 @@ pub trait AnswerStorage: Transactions {
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError>;
     /// Each identity's statistics in the run, by name.
     async fn worker_stats(&self, run: RunId) -> Result<Vec<WorkerProgress>, StoreError>;
-    /// The run's classes with their sums, in class order.
-    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError>;
+    /// A page of the run's classes with their sums, in class order.
+    async fn class_totals(&self, page: &ClassPage) -> Result<Vec<ClassTotal>, StoreError>;
 }
 
 /// Recounts, failures and requeues: reopening jobs for a new round.

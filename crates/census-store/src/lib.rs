@@ -564,7 +564,19 @@ pub trait JobStore: Send + Sync {
     /// The run's answer. A final answer is folded again from the accepted
     /// results before it is returned; a mismatch is an error, never an answer.
     async fn total(&self, run: RunId) -> Result<RunTotal, StoreError>;
-    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError>;
+    /// Every class of the run, in class order.
+    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError> {
+        self.class_totals_from(run, 0, None).await
+    }
+    /// The run's classes numbered `first` on, in class order, at most
+    /// `limit` of them (all with `None`): a page of a run's classes, which
+    /// may number 10^6.
+    async fn class_totals_from(
+        &self,
+        run: RunId,
+        first: u32,
+        limit: Option<u32>,
+    ) -> Result<Vec<ClassTotal>, StoreError>;
     /// The runs this store value finished (wrote the answer of) since the
     /// last call, each once, after their transactions committed. Lets the
     /// caller announce a finished run without asking for every run after

@@ -120,11 +120,12 @@ async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<St
     let mut runs = Vec::new();
     for summary in summaries.into_iter().rev().take(RECENT_RUNS) {
         let nine_by_nine = summary.spec.census.is_nine_by_nine();
+        let classes_total = summary.classes as usize;
         let run = run_message(summary);
         let progress = coordinator.progress(run.run_id).await?;
         let result = coordinator.result(run.run_id).await?;
-        let lines = coordinator.class_lines(run.run_id).await?;
-        let classes_total = lines.len();
+        // The first classes only: a run may have 10^6.
+        let lines = coordinator.class_lines(run.run_id, 0, Some(MAX_CLASS_ROWS as u32)).await?;
         runs.push(RunJson {
             run_id: run.run_id,
             census: run.census,
@@ -163,7 +164,6 @@ async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<St
                 .collect(),
             classes: lines
                 .into_iter()
-                .take(MAX_CLASS_ROWS)
                 .map(|c| ClassJson {
                     class_id: c.class_id,
                     representative: c.representative,

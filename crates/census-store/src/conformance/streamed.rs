@@ -1,6 +1,7 @@
 //! Creating a run from a stream of jobs (`create_run_streaming`), read and
 //! stored a chunk at a time: every job and class stored once with its job
-//! count, even a class whose jobs come in several chunks; a key given twice
+//! count (and read a page at a time), even a class whose jobs come in
+//! several chunks; a key given twice
 //! in different chunks refused with nothing stored; creating the run again
 //! finds it, mid-run, without reading the stream; and the run counts to the
 //! synthetic census's exact answer. Jobs are stored (and leased) in the
@@ -42,6 +43,11 @@ pub(super) async fn a_streamed_run_is_stored_whole_and_counts_exactly(store: Arc
         let jobs = synthetic::JOBS_PER_GROUP.min(JOBS - first);
         assert_eq!(u64::from(class.jobs_total), jobs, "class {}", class.label);
     }
+    // A page of them: numbered from a class on, at most so many.
+    let page = store.class_totals_from(run, 2490, Some(20)).await.unwrap();
+    assert_eq!(page, classes[2490..]);
+    assert_eq!(store.class_totals_from(run, 3, Some(2)).await.unwrap(), classes[3..5]);
+    assert!(store.class_totals_from(run, 2501, None).await.unwrap().is_empty());
 
     // Half-way, created again (a restarted coordinator): the same run, its
     // progress kept, the stream not read.

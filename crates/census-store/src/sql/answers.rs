@@ -222,13 +222,15 @@ impl AnswerStorage for SqlBackend {
             .collect()
     }
 
-    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError> {
+    async fn class_totals(&self, page: &ClassPage) -> Result<Vec<ClassTotal>, StoreError> {
         let rows: Vec<ClassRow> = sqlx::query_as(
             "SELECT class_id, label, CAST(weight AS TEXT) AS weight, jobs_total, jobs_done,
                     CAST(count_sum AS TEXT) AS count_sum
-             FROM classes WHERE run_id = $1 ORDER BY class_id",
+             FROM classes WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3",
         )
-        .bind(run)
+        .bind(page.run)
+        .bind(page.after)
+        .bind(page.limit)
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter()

@@ -166,9 +166,16 @@ impl<B: StorageBackend> JobStore for Store<B> {
         self.read_total(run).await
     }
 
-    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError> {
+    async fn class_totals_from(
+        &self,
+        run: RunId,
+        first: u32,
+        limit: Option<u32>,
+    ) -> Result<Vec<ClassTotal>, StoreError> {
         self.ensure_run(run).await?;
-        self.backend.class_totals(run).await
+        let page =
+            crate::backend::ClassPage { run, after: i64::from(first) - 1, limit: limit.map_or(i64::MAX, i64::from) };
+        self.backend.class_totals(&page).await
     }
 
     fn take_finished_runs(&self) -> Vec<RunId> {

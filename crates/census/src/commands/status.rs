@@ -138,13 +138,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             // 72 x a class's seed sum).
             println!("  worker {}: {} jobs", worker.worker_id, thousands(&worker.jobs));
         }
+        // One more than are listed, to know whether there are more: a run
+        // may have 10^6 classes.
+        const LISTED: u32 = 100;
         let classes = client
-            .list_classes(ListClassesRequest { run_id: progress.run_id })
+            .list_classes(ListClassesRequest { run_id: progress.run_id, first_class_id: 0, limit: LISTED + 1 })
             .await
             .map_err(status_error)?
             .into_inner()
             .classes;
-        if classes.len() <= 100 {
+        let class_count = runs.iter().find(|r| r.run_id == progress.run_id).map_or(classes.len() as u64, |r| r.classes);
+        if classes.len() <= LISTED as usize {
             for class in &classes {
                 let number = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
                 if class.completions.is_empty() {
@@ -169,7 +173,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         } else {
-            println!("  ({} classes: too many to list here; SQL's group_totals view has every one)", classes.len());
+            println!("  ({class_count} classes: too many to list here; SQL's group_totals view has every one)");
         }
         print_result(&result);
         Ok(ExitCode::SUCCESS)
