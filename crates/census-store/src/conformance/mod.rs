@@ -100,6 +100,7 @@ properties!(
     store::a_forged_job_list_never_folds,
     store::progress_reports_the_speed_of_many_recent_results,
     store::counts_beyond_64_bits_are_exact,
+    store::the_weighted_sum_so_far_follows_the_classes,
     streamed::a_streamed_run_is_stored_whole_and_counts_exactly,
     streamed::a_class_in_many_chunks_has_all_its_jobs,
     streamed::a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored,

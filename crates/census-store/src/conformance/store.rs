@@ -9,10 +9,23 @@ use std::time::Duration;
 use census_math::total::PUBLISHED_S;
 
 use super::fixtures::{RUSSELL, SMALL, TTL, census, completion, jobs, spec, true_count, weighted_sum};
-use crate::{CompleteOutcome, Completion, JobSpec, JobStore, RunSpec, StoreError};
+use crate::{CompleteOutcome, Completion, JobSpec, JobStore, RunId, RunSpec, StoreError};
 
 fn russell(redundancy: u32) -> RunSpec {
     spec(RUSSELL, redundancy)
+}
+
+/// The run's weighted sum so far (what `total` shows of an unfinished
+/// run, and the store keeps in the run's row) is the sum of its classes'
+/// contributions, weight x count sum^class_power, as its classes show
+/// them.
+async fn assert_weighted_sum_adds_up(store: &dyn JobStore, run: RunId, when: &str) {
+    let total = store.total(run).await.unwrap();
+    let power = total.census.class_power();
+    let classes = store.class_totals(run).await.unwrap();
+    let sum: num_bigint::BigUint =
+        classes.iter().map(|class| num_bigint::BigUint::from(class.weight) * class.count_sum.pow(power)).sum();
+    assert_eq!(total.weighted_sum, sum, "{when}");
 }
 
 pub(super) async fn idempotent_run_creation(store: Arc<dyn JobStore>) {
@@ -295,6 +308,7 @@ pub(super) async fn quarantine_recounts_every_result_of_the_identity(store: Arc<
     assert!(!store.run(run).await.unwrap().is_final);
     let progress = store.progress(run).await.unwrap();
     assert_eq!((progress.done, progress.pending), (436, 4));
+    assert_weighted_sum_adds_up(store.as_ref(), run, "the lies taken out").await;
     let classes = store.class_totals(run).await.unwrap();
     assert_eq!(classes.iter().map(|c| c.jobs_done).sum::<u32>(), 436, "the lies left their classes");
     assert!(store.lease(Some(run), "liar", 10, TTL).await.unwrap().is_empty(), "a quarantined identity leases nothing");
@@ -517,4 +531,45 @@ pub(super) async fn progress_reports_the_speed_of_many_recent_results(store: Arc
     let left = (progress.jobs_total - progress.done) as f64;
     let eta = progress.eta.expect("jobs are left, at a speed").as_secs_f64();
     assert!((eta * progress.jobs_per_second - left).abs() <= 1e-6 * left, "{progress:?}");
+}
+
+/// The weighted sum so far follows every change of the classes' count
+/// sums: results accepted, and results taken out again by a quarantine,
+/// with class_power 2 (a class's contribution is weight x F^2, so taking
+/// out part of F changes it by more than the part), to the exact total.
+pub(super) async fn the_weighted_sum_so_far_follows_the_classes(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&spec(SMALL, 1), &jobs(SMALL)).await.unwrap();
+    assert_weighted_sum_adds_up(store.as_ref(), run, "nothing counted").await;
+    let lies = store.lease(Some(run), "liar", 5, TTL).await.unwrap();
+    let reports: Vec<Completion> = lies.iter().map(|l| completion(l, "liar", true_count(l) + 7)).collect();
+    store.complete_many(&reports).await.unwrap();
+    let honest = store.lease(Some(run), "honest", 10, TTL).await.unwrap();
+    let reports: Vec<Completion> = honest.iter().map(|l| completion(l, "honest", true_count(l))).collect();
+    store.complete_many(&reports).await.unwrap();
+    assert_eq!(store.progress(run).await.unwrap().done, 15);
+    assert_weighted_sum_adds_up(store.as_ref(), run, "15 results in").await;
+
+    // Caught in another run: its five results leave their classes.
+    let other = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
+    for lease in store.lease(Some(other), "liar", 3, TTL).await.unwrap() {
+        let checked = Completion { checked_count: Some(true_count(&lease)), ..completion(&lease, "liar", 1) };
+        assert!(store.complete(&checked).await.is_err());
+    }
+    assert!(store.is_quarantined("liar").await.unwrap());
+    assert_eq!(store.progress(run).await.unwrap().done, 10);
+    assert_weighted_sum_adds_up(store.as_ref(), run, "the liar's results taken out").await;
+    assert_weighted_sum_adds_up(store.as_ref(), other, "nothing accepted in the other run").await;
+
+    loop {
+        let leases = store.lease(Some(run), "honest", 10, TTL).await.unwrap();
+        if leases.is_empty() {
+            break;
+        }
+        let reports: Vec<Completion> = leases.iter().map(|l| completion(l, "honest", true_count(l))).collect();
+        store.complete_many(&reports).await.unwrap();
+    }
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.weighted_sum, weighted_sum(SMALL));
+    assert_eq!(total.answer, census(SMALL).published());
 }

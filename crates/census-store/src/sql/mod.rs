@@ -168,3 +168,36 @@ impl Transactions for SqlBackend {
         self.health.close().await;
     }
 }
+
+/// Postgres: the statement that adds to (or takes out of) `rows` classes'
+/// count sums and done jobs, and adds the change of their contributions
+/// (weight x count sum^class_power) to their runs' weighted sums so far,
+/// exactly, in NUMERIC, so that a read of a run's weighted sum so far is
+/// its row, not a sum over its classes. Binds (run, class, count, jobs)
+/// a class, from $1. The classes are locked first, in key order, by the
+/// caller; the runs are locked here, after them.
+fn change_classes_sql(rows: usize, direction: exact::Direction) -> String {
+    let count = |p: &str| dialect::Dialect::Postgres.count(p);
+    let values = values_rows(rows, 1, &[&bigint, &bigint, &count, &bigint]);
+    let (apply, undo) = match direction {
+        exact::Direction::Add => ("+", "-"),
+        exact::Direction::TakeOut => ("-", "+"),
+    };
+    format!(
+        "WITH changed AS (
+             UPDATE classes SET count_sum = classes.count_sum {apply} v.column3,
+                                jobs_done = classes.jobs_done {apply} v.column4
+             FROM (VALUES {values}) AS v WHERE classes.run_id = v.column1 AND classes.class_id = v.column2
+             RETURNING classes.run_id, classes.weight, classes.count_sum AS after,
+                       classes.count_sum {undo} v.column3 AS before
+         ),
+         change AS (
+             SELECT c.run_id,
+                    sum(CASE WHEN r.class_power = 2 THEN c.weight * (c.after * c.after - c.before * c.before)
+                             ELSE c.weight * (c.after - c.before) END) AS amount
+             FROM changed c JOIN runs r ON r.id = c.run_id GROUP BY c.run_id
+         )
+         UPDATE runs SET weighted_sum_so_far = runs.weighted_sum_so_far + change.amount
+         FROM change WHERE runs.id = change.run_id"
+    )
+}

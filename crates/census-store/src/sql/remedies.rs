@@ -6,7 +6,7 @@ use sqlx::FromRow;
 
 use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
-use super::{LeaseColumns, SqlBackend, SqlTx, placeholders};
+use super::{LeaseColumns, SqlBackend, SqlTx, change_classes_sql, placeholders};
 use crate::backend::{
     ClassChanges, FailingJob, FailureTally, FlaggedJob, NewFailure, RemedyStorage, ReopenedJob, RunTakeOut, parse_big,
 };
@@ -76,22 +76,16 @@ impl RemedyStorage for SqlBackend {
             .collect()
     }
 
-    /// Postgres subtracts in NUMERIC; SQLite in Rust, exactly.
+    /// Postgres subtracts in NUMERIC (and from the runs' weighted sums so
+    /// far); SQLite in Rust, exactly.
     async fn take_out_of_classes(&self, tx: &mut SqlTx, changes: &ClassChanges) -> Result<(), StoreError> {
         if !self.dialect.sums_in_sql() {
             return self.change_classes_exactly(tx, changes, Direction::TakeOut).await;
         }
+        // One class a statement, in key order (their locks' order).
+        let sql = change_classes_sql(1, Direction::TakeOut);
         for (&(run, class), (count, done)) in changes {
-            sqlx::query(&format!(
-                "UPDATE classes SET count_sum = count_sum - {}, jobs_done = jobs_done - $4 WHERE run_id = $1 AND class_id = $2",
-                self.dialect.count("$3")
-            ))
-            .bind(run)
-            .bind(class)
-            .bind(count.to_string())
-            .bind(*done)
-            .execute(&mut **tx)
-            .await?;
+            sqlx::query(&sql).bind(run).bind(class).bind(count.to_string()).bind(*done).execute(&mut **tx).await?;
         }
         Ok(())
     }

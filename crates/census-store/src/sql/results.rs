@@ -9,7 +9,7 @@ use sqlx::FromRow;
 
 use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
-use super::{LeaseColumns, SqlBackend, SqlTx, bigint, text, values_rows};
+use super::{LeaseColumns, SqlBackend, SqlTx, bigint, change_classes_sql, text, values_rows};
 use crate::backend::{
     ClassChanges, JobChange, JobRecord, NewResult, Rejection, ResultStorage, RunChange, VoteRecord, WorkerTally,
     parse_count,
@@ -174,14 +174,15 @@ impl ResultStorage for SqlBackend {
 
     /// Postgres adds in NUMERIC, one statement per chunk of classes, not
     /// one a class (a batch of the 9x9 catalogue touches about a hundred),
-    /// after locking the chunk's rows in (run, class) order; SQLite adds in
-    /// Rust (`exact.rs`).
+    /// after locking the chunk's rows in (run, class) order, and adds the
+    /// change of their contributions to their runs' weighted sums so far
+    /// in the same statement ([`change_classes_sql`]); SQLite adds in Rust
+    /// (`exact.rs`).
     async fn add_to_classes(&self, tx: &mut SqlTx, changes: &ClassChanges) -> Result<(), StoreError> {
         if !self.dialect.sums_in_sql() {
             return self.change_classes_exactly(tx, changes, Direction::Add).await;
         }
         let classes: Vec<_> = changes.iter().collect();
-        let count = |p: &str| self.dialect.count(p);
         for chunk in classes.chunks(self.dialect.rows_per_statement(500, 4)) {
             // A join with VALUES is an index probe a row; a row-value
             // IN list of a hundred pairs was planned as a scan (36 ms).
@@ -195,11 +196,7 @@ impl ResultStorage for SqlBackend {
                 lock = lock.bind(run).bind(class);
             }
             lock.fetch_all(&mut **tx).await?;
-            let rows = values_rows(chunk.len(), 1, &[&bigint, &bigint, &count, &bigint]);
-            let sql = format!(
-                "UPDATE classes SET count_sum = classes.count_sum + v.column3, jobs_done = classes.jobs_done + v.column4
-                 FROM (VALUES {rows}) AS v WHERE classes.run_id = v.column1 AND classes.class_id = v.column2"
-            );
+            let sql = change_classes_sql(chunk.len(), Direction::Add);
             let mut update = sqlx::query(&sql);
             for &(&(run, class), (count, jobs_done)) in chunk {
                 update = update.bind(run).bind(class).bind(count.to_string()).bind(*jobs_done);
