@@ -54,12 +54,27 @@ impl Api {
         let mut checked = if held.is_empty() { held } else { admitted.outside(self.0.validate(caller, held)).await? };
         checked.append(&mut late);
         held_at.append(&mut late_at);
-        let recorded = self.0.store.complete_many(&checked).await.map_err(status_of)?;
+        // The batch is recorded by a task of its own, which keeps the call's
+        // slot: once begun, its transaction runs to its end even if the
+        // caller goes away (its deadline passes). A run's last batch folds
+        // the whole run in its transaction, longer than a worker's call may
+        // take at 10^7 jobs; cancelled with the call, it was rolled back and
+        // begun again by every retry. A repeated report finds it recorded.
+        let (coordinator, slot) = (self.0.clone(), admitted.clone());
+        let recording = tokio::spawn(async move {
+            let _slot = slot;
+            let recorded = coordinator.store.complete_many(&checked).await?;
+            if recorded.iter().any(|o| matches!(o, Ok(CompleteOutcome::Recorded))) {
+                coordinator.announce_finished_runs().await;
+            }
+            Ok::<_, StoreError>(recorded)
+        });
+        let recorded = recording
+            .await
+            .map_err(|e| Status::internal(format!("recording the results panicked: {e}")))?
+            .map_err(status_of)?;
         for (i, outcome) in held_at.into_iter().zip(recorded) {
             outcomes[i] = Some(outcome);
-        }
-        if outcomes.iter().any(|o| matches!(o, Some(Ok(CompleteOutcome::Recorded)))) {
-            self.0.announce_finished_runs().await;
         }
         Ok(outcomes.into_iter().map(|o| o.expect("every completion has an outcome")).collect())
     }

@@ -27,14 +27,34 @@ use tonic::Code;
 /// A detector of hangs only, never a measure of speed.
 const HANG: Duration = Duration::from_secs(120);
 
-/// A store whose `lease` and `heartbeat` wait until the gate is opened;
-/// everything else goes straight to the store inside.
+/// A store whose `lease` and `heartbeat` wait until the gate is opened,
+/// and whose `complete_many` waits at a gate of its own; everything else
+/// goes straight to the store inside.
 struct Gated {
     inner: Arc<dyn JobStore>,
     gate: tokio::sync::Semaphore,
     /// Calls that reached `lease` or `heartbeat`.
     entered: AtomicUsize,
     came: tokio::sync::Notify,
+    reports: tokio::sync::Semaphore,
+    /// Calls that reached `complete_many`.
+    reported: tokio::sync::Notify,
+}
+
+impl Gated {
+    /// A store at `inner` whose leases and heartbeats wait, and whose
+    /// reports wait too when `reports_wait`.
+    fn new(inner: Arc<dyn JobStore>, reports_wait: bool) -> Gated {
+        let open = if reports_wait { 0 } else { tokio::sync::Semaphore::MAX_PERMITS / 2 };
+        Gated {
+            inner,
+            gate: tokio::sync::Semaphore::new(0),
+            entered: AtomicUsize::new(0),
+            came: tokio::sync::Notify::new(),
+            reports: tokio::sync::Semaphore::new(open),
+            reported: tokio::sync::Notify::new(),
+        }
+    }
 }
 
 impl Gated {
@@ -92,6 +112,8 @@ impl JobStore for Gated {
         &self,
         completions: &[Completion],
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
+        self.reported.notify_one();
+        drop(self.reports.acquire().await.unwrap());
         self.inner.complete_many(completions).await
     }
     async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
@@ -165,9 +187,10 @@ impl JobStore for Gated {
 }
 
 async fn sqlite_store() -> Arc<dyn JobStore> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("census-admission-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("store.db");
+    let path = dir.join(format!("store-{}.db", NEXT.fetch_add(1, Ordering::SeqCst)));
     let _ = std::fs::remove_file(&path);
     census_store::connect(path.to_str().unwrap(), StoreConfig::default()).await.unwrap()
 }
@@ -183,12 +206,7 @@ fn assert_busy(refused: tonic::Status) {
 async fn a_saturated_coordinator_refuses_with_a_hint_and_completes_what_it_admitted() {
     const CALLS: usize = 4;
     let inner = sqlite_store().await;
-    let store = Arc::new(Gated {
-        inner: inner.clone(),
-        gate: tokio::sync::Semaphore::new(0),
-        entered: AtomicUsize::new(0),
-        came: tokio::sync::Notify::new(),
-    });
+    let store = Arc::new(Gated::new(inner.clone(), false));
     const QUEUE: usize = 4 * CALLS;
     let admission = AdmissionLimits { calls: CALLS, waiting: QUEUE };
     let config = CoordinatorConfig { admission, ..CoordinatorConfig::default() };
@@ -273,4 +291,59 @@ async fn a_saturated_coordinator_refuses_with_a_hint_and_completes_what_it_admit
     // The slots are free again.
     assert_eq!(lease(worker.clone()).await.expect("a slot is free").into_inner().jobs.len(), 2);
     assert_eq!(coordinator.admission().most_in_flight, CALLS);
+}
+
+/// A report that reached the store is recorded even if its caller gives
+/// up meanwhile (its deadline passes, or it goes away): the batch's
+/// transaction runs to its end. A run's last report folds the whole run
+/// in its transaction, which for a run of 10^7 jobs takes longer than a
+/// worker's call may; cancelled with the call, it was rolled back and
+/// tried again by every retry, and the run never finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_is_recorded_though_its_caller_gives_up() {
+    let inner = sqlite_store().await;
+    let store = Arc::new(Gated::new(inner.clone(), true));
+    store.open();
+    let coordinator = Coordinator::new(store.clone(), CoordinatorConfig::default());
+    let run = coordinator.create_run("synthetic jobs=1 salt=5".parse().unwrap(), 1).await.unwrap().run_id;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
+    let token = generate_token();
+    inner.create_token("w", Role::Worker, &hash_token(&token)).await.unwrap();
+    let config = ClientConfig { url, token: Some(token), ..ClientConfig::default() };
+    let mut worker = WorkerServiceClient::new(census_proto::client::connect_lazy(&config).unwrap());
+    let job = worker
+        .lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: run })
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs
+        .remove(0);
+    let census: Census = job.census.parse().unwrap();
+    let result = JobResult {
+        job_id: job.job_id,
+        token: job.token.clone(),
+        count: census.job_counter().count(&job.key).unwrap().to_string(),
+        key: job.key.clone(),
+        counter_version: census.counter_version(),
+        ..JobResult::default()
+    };
+    let reported = store.reported.notified();
+    let call = tokio::spawn(async move {
+        worker.complete_jobs(CompleteJobsRequest { worker_id: String::new(), results: vec![result] }).await
+    });
+    tokio::time::timeout(HANG, reported).await.expect("the report reaches the store");
+    // The caller goes away while the store is at work.
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    store.reports.add_permits(1);
+    tokio::time::timeout(HANG, async {
+        while !inner.run(run).await.unwrap().is_final {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the report is recorded and the run finished");
+    assert_eq!(inner.total(run).await.unwrap().answer, Some(census_math::synthetic::expected_answer(1, 5)));
 }

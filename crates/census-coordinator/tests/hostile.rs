@@ -618,6 +618,17 @@ async fn http_get(address: std::net::SocketAddr, path: &str, token: Option<&str>
     (head.lines().next().unwrap_or_default().to_string(), body.to_string())
 }
 
+/// The status page's JSON, served on a port of its own and read with the
+/// reader's token.
+async fn status_json(h: &Harness) -> serde_json::Value {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let page = listener.local_addr().unwrap();
+    tokio::spawn(h.coordinator.clone().serve_status_page(listener, std::future::pending()));
+    let (status, body) = http_get(page, "/api/status", Some(&h.reader)).await;
+    assert!(status.contains("200"), "{status}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
 /// The status page's JSON says which run is the 9x9 count, from the run's
 /// census (`Census::is_nine_by_nine`), so the page never guesses it from
 /// another field: a 9x9 run is, a 2x3 shape is not.
@@ -625,15 +636,10 @@ async fn the_status_page_says_which_run_is_the_9x9_count(store: Arc<dyn JobStore
     let h = Harness::start(store, CoordinatorConfig::default()).await;
     let sudoku = h.create_run(1).await;
     let shape = h.create_census_run("shape boxes=2x3").await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let page = listener.local_addr().unwrap();
-    tokio::spawn(h.coordinator.clone().serve_status_page(listener, std::future::pending()));
-    let (status, body) = http_get(page, "/api/status", Some(&h.reader)).await;
-    assert!(status.contains("200"), "{status}: {body}");
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let json = status_json(&h).await;
     let nine_by_nine = |run: i64| {
         let runs = json["runs"].as_array().unwrap();
-        let run = runs.iter().find(|r| r["run_id"] == run).unwrap_or_else(|| panic!("run {run} in {body}"));
+        let run = runs.iter().find(|r| r["run_id"] == run).unwrap_or_else(|| panic!("run {run} in {json}"));
         run["nine_by_nine"].as_bool().unwrap_or_else(|| panic!("no nine_by_nine in {run}"))
     };
     assert!(nine_by_nine(sudoku));
@@ -660,12 +666,7 @@ async fn classes_are_read_a_page_at_a_time(store: Arc<dyn JobStore>) {
     assert_eq!(classes(7, 3).await, [7, 8, 9]);
     assert!(classes(250, 5).await.is_empty());
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let page = listener.local_addr().unwrap();
-    tokio::spawn(h.coordinator.clone().serve_status_page(listener, std::future::pending()));
-    let (status, body) = http_get(page, "/api/status", Some(&h.reader)).await;
-    assert!(status.contains("200"), "{status}: {body}");
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let json = status_json(&h).await;
     let shown = json["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == run).unwrap();
     assert_eq!(shown["classes_total"], 250);
     assert_eq!(shown["classes"].as_array().unwrap().len(), 200);

@@ -4,7 +4,7 @@
 //! backend's own test can do (damage a stored row, name a file).
 
 use census_store::conformance::exercise_backend;
-use census_store::conformance::fixtures::{SMALL, TTL, completion, jobs, spec, true_count};
+use census_store::conformance::fixtures::{SMALL, TTL, completion, drain, jobs, spec, true_count};
 use census_store::{SqlBackend, StoreConfig, StoreError, connect};
 
 async fn sqlite_backend() -> SqlBackend {
@@ -101,14 +101,7 @@ async fn a_finished_run_of_many_pages_is_folded_again_by_a_new_store(url: &str) 
     let spec = census_store::RunSpec { census, counter_version: census.counter_version(), redundancy: 1 };
     let store = connect(url, StoreConfig::default()).await.unwrap();
     let run = store.create_run_streaming(&spec, census.job_stream().unwrap()).await.unwrap();
-    loop {
-        let leases = store.lease(Some(run), "w", 2048, TTL).await.unwrap();
-        if leases.is_empty() {
-            break;
-        }
-        let reports: Vec<_> = leases.iter().map(|lease| completion(lease, "w", true_count(lease))).collect();
-        store.complete_many(&reports).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
-    }
+    assert_eq!(drain(store.as_ref(), run, "w").await.len() as u64, JOBS);
     let expected = Some(synthetic::expected_answer(JOBS, 0));
     assert_eq!(store.total(run).await.unwrap().answer, expected);
     store.close().await;

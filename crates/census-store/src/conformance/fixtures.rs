@@ -1,7 +1,7 @@
 //! What the conformance suite, and the store's own tests, are made of:
 //! runs of real censuses (the Russell stage of the 9x9 count, 440 jobs; the
-//! 2x4 shape, 26 jobs), the true count of a leased job, and a report of it
-//! as the coordinator sends one.
+//! 2x4 shape, 26 jobs), the true count of a leased job, a report of it as
+//! the coordinator sends one, and a run counted to its end.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use census_math::census::{Census, JobCounter};
 
-use crate::{Completion, JobSpec, Lease, RunSpec};
+use crate::{Completion, JobSpec, JobStore, Lease, RunId, RunSpec};
 
 /// The lease time of the suite's leases: longer than any property takes.
 pub const TTL: Duration = Duration::from_secs(30);
@@ -67,5 +67,21 @@ pub fn completion(lease: &Lease, worker: &str, count: u128) -> Completion {
         elapsed: Duration::from_micros(10),
         counter_version: lease.census.counter_version(),
         checked_count: None,
+    }
+}
+
+/// Leases every job of `run` that `worker` can be handed, a batch at a
+/// time, and reports its true count; the keys in the order they were
+/// leased.
+pub async fn drain(store: &dyn JobStore, run: RunId, worker: &str) -> Vec<String> {
+    let mut leased = Vec::new();
+    loop {
+        let leases = store.lease(Some(run), worker, 2048, TTL).await.unwrap();
+        if leases.is_empty() {
+            return leased;
+        }
+        let reports: Vec<_> = leases.iter().map(|lease| completion(lease, worker, true_count(lease))).collect();
+        store.complete_many(&reports).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
+        leased.extend(leases.into_iter().map(|lease| lease.key));
     }
 }

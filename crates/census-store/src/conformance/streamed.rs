@@ -13,7 +13,7 @@ use std::sync::Arc;
 use census_math::census::Census;
 use census_math::synthetic;
 
-use super::fixtures::{TTL, completion, true_count};
+use super::fixtures::{TTL, completion, drain, true_count};
 use crate::{JobSpec, JobStore, JobStream, RunSpec, StoreError};
 
 /// More than two chunks of the store's (10,000 jobs), and not a multiple.
@@ -62,15 +62,7 @@ pub(super) async fn a_streamed_run_is_stored_whole_and_counts_exactly(store: Arc
     assert_eq!(store.list_runs().await.unwrap().len(), 1);
     assert_eq!(store.run(run).await.unwrap().jobs_done, done);
 
-    loop {
-        let leases = store.lease(Some(run), "w", 2048, TTL).await.unwrap();
-        if leases.is_empty() {
-            break;
-        }
-        let reports: Vec<_> = leases.iter().map(|lease| completion(lease, "w", true_count(lease))).collect();
-        store.complete_many(&reports).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
-        done += leases.len() as u64;
-    }
+    done += drain(store.as_ref(), run, "w").await.len() as u64;
     assert_eq!(done, JOBS);
     let total = store.total(run).await.unwrap();
     assert!(total.is_final);
@@ -110,26 +102,11 @@ pub(super) async fn a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_st
     assert_eq!(store.run(run).await.unwrap().jobs_total, JOBS);
 }
 
-/// Leases and completes every job of the run, in batches; the keys in the
-/// order they were leased.
-async fn drain(store: &dyn JobStore, run: crate::RunId) -> Vec<String> {
-    let mut leased = Vec::new();
-    loop {
-        let leases = store.lease(Some(run), "w", 2048, TTL).await.unwrap();
-        if leases.is_empty() {
-            return leased;
-        }
-        let reports: Vec<_> = leases.iter().map(|lease| completion(lease, "w", true_count(lease))).collect();
-        store.complete_many(&reports).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
-        leased.extend(leases.into_iter().map(|lease| lease.key));
-    }
-}
-
 pub(super) async fn jobs_are_stored_in_the_order_given_and_any_order_folds(store: Arc<dyn JobStore>) {
     // The census's own order: leased in it, and folded in step with it.
     let (census, spec) = synthetic_census(JOBS);
     let run = store.create_run_streaming(&spec, census.job_stream().unwrap()).await.unwrap();
-    let leased = drain(store.as_ref(), run).await;
+    let leased = drain(store.as_ref(), run, "w").await;
     assert!(
         leased.iter().map(String::as_str).eq((0..JOBS)
             .map(synthetic::key)
@@ -150,7 +127,7 @@ pub(super) async fn jobs_are_stored_in_the_order_given_and_any_order_folds(store
         .map(|&index| JobSpec { key: synthetic::key(index), group: synthetic::group(index), weight: 1 })
         .collect();
     let run = store.create_run_streaming(&spec, Box::new(given.clone().into_iter())).await.unwrap();
-    let leased = drain(store.as_ref(), run).await;
+    let leased = drain(store.as_ref(), run, "w").await;
     assert!(leased.iter().eq(given.iter().map(|job| &job.key)), "the jobs were not leased in the order given");
     let total = store.total(run).await.unwrap();
     assert!(total.is_final);

@@ -70,13 +70,16 @@ impl Dialect {
 
     /// A join of `table` (as `alias`) that finds each row's match by `on`,
     /// a row at a time (an index probe a row), whatever the planner
-    /// believes of the tables' sizes: Postgres plans it as a lateral
-    /// subquery, SQLite joins so anyway. The fold's pages join so: a hash
-    /// join planned before autoanalyze had counted a finished run's new
-    /// rows read every result (or class) of the run for every page.
+    /// believes of the tables' sizes: Postgres evaluates a lateral subquery
+    /// for each row (`OFFSET 0` keeps it from being pulled up into a plain
+    /// join, which it planned as a hash join over the whole table), SQLite
+    /// joins so anyway. The fold's pages join so: a hash join read every
+    /// result (or class: 10^6 at 10^7 jobs) of the run for every page.
     pub(super) fn join_each(self, table: &str, alias: &str, on: &str) -> String {
         match self {
-            Dialect::Postgres => format!("JOIN LATERAL (SELECT * FROM {table} {alias} WHERE {on}) AS {alias} ON TRUE"),
+            Dialect::Postgres => {
+                format!("JOIN LATERAL (SELECT * FROM {table} {alias} WHERE {on} OFFSET 0) AS {alias} ON TRUE")
+            }
             Dialect::Sqlite => format!("JOIN {table} {alias} ON {on}"),
         }
     }
