@@ -621,12 +621,53 @@ async fn http_get(address: std::net::SocketAddr, path: &str, token: Option<&str>
 /// The status page's JSON, served on a port of its own and read with the
 /// reader's token.
 async fn status_json(h: &Harness) -> serde_json::Value {
+    let page = serve_status_page(&h.coordinator).await;
+    poll_status_page(page, &h.reader).await
+}
+
+/// Serves `coordinator`'s status page on a port of its own.
+async fn serve_status_page(coordinator: &Arc<Coordinator>) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let page = listener.local_addr().unwrap();
-    tokio::spawn(h.coordinator.clone().serve_status_page(listener, std::future::pending()));
-    let (status, body) = http_get(page, "/api/status", Some(&h.reader)).await;
+    tokio::spawn(coordinator.clone().serve_status_page(listener, std::future::pending()));
+    page
+}
+
+/// The JSON the status page at `page` answers with `token`.
+async fn poll_status_page(page: std::net::SocketAddr, token: &str) -> serde_json::Value {
+    let (status, body) = http_get(page, "/api/status", Some(token)).await;
     assert!(status.contains("200"), "{status}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// The status page never waits for a fold of every result: a coordinator
+/// that has not read a finished run before (a restart) says it is checking
+/// its answer, checks it in the background, and shows it once checked.
+async fn the_status_page_never_waits_for_a_fold(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let mut worker = h.worker(&h.token("counter", Role::Worker).await);
+    finish(&h, &mut worker, run).await;
+
+    let restarted = Coordinator::new(h.store.clone(), CoordinatorConfig::default());
+    let page = serve_status_page(&restarted).await;
+    let shown =
+        |json: &serde_json::Value| json["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == run).cloned();
+    let first = shown(&poll_status_page(page, &h.reader).await).unwrap();
+    assert_eq!((&first["verifying"], &first["final"], &first["answer"]), (&true.into(), &false.into(), &"".into()));
+    let checked = tokio::time::timeout(HANG, async {
+        loop {
+            let run = shown(&poll_status_page(page, &h.reader).await).unwrap();
+            if run["verifying"] == false {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the answer is checked");
+    assert_eq!((&checked["final"], &checked["n0"]), (&true.into(), &N0.into()));
+    assert_eq!(restarted.answers_folded(), 1, "folded once, in the background");
 }
 
 /// The status page's JSON says which run is the 9x9 count, from the run's
@@ -1131,6 +1172,7 @@ on_both_backends!(
     one_token_failing_every_job_cannot_stall_a_run,
     the_status_page_says_which_run_is_the_9x9_count,
     classes_are_read_a_page_at_a_time,
+    the_status_page_never_waits_for_a_fold,
 );
 
 /// While Postgres is down, health says NOT_SERVING and calls fail with

@@ -54,6 +54,11 @@ struct RunJson {
     jobs_per_second: f64,
     eta_seconds: f64,
     r#final: bool,
+    /// The run is finished and this coordinator is checking its stored
+    /// answer against the accepted results (its first read of the run folds
+    /// them all again): `final` stays false and no answer is shown until
+    /// the check is done.
+    verifying: bool,
     s: String,
     n0: String,
     factorization: String,
@@ -112,7 +117,7 @@ async fn status(State(coordinator): State<Arc<Coordinator>>, headers: HeaderMap)
     }
 }
 
-async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<StatusJson, tonic::Status> {
+async fn status_json(coordinator: &Arc<Coordinator>, headers: HeaderMap) -> Result<StatusJson, tonic::Status> {
     let metadata = tonic::metadata::MetadataMap::from_headers(headers);
     crate::auth::authorize(&coordinator.config.auth, coordinator.store.as_ref(), &metadata, Need::Read).await?;
     let _turn = coordinator.read_turn().await;
@@ -123,7 +128,11 @@ async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<St
         let classes_total = summary.classes as usize;
         let run = run_message(summary);
         let progress = coordinator.progress(run.run_id).await?;
-        let result = coordinator.result(run.run_id).await?;
+        // Never waits for a fold of every result: a finished run not yet
+        // checked by this coordinator shows that it is being checked.
+        let result = coordinator.result_unless_folding(run.run_id).await?;
+        let verifying = result.is_none();
+        let result = result.unwrap_or_default();
         // The first classes only: a run may have 10^6.
         let lines = coordinator.class_lines(run.run_id, 0, Some(MAX_CLASS_ROWS as u32)).await?;
         runs.push(RunJson {
@@ -145,6 +154,7 @@ async fn status_json(coordinator: &Coordinator, headers: HeaderMap) -> Result<St
             jobs_per_second: progress.jobs_per_second,
             eta_seconds: progress.eta_seconds,
             r#final: result.r#final,
+            verifying,
             s: result.s,
             n0: result.n0,
             factorization: result.factorization,
