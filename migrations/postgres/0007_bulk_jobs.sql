@@ -3,10 +3,11 @@
 -- Inserting a run's jobs cost the server about 12 s a million (measured:
 -- BENCHMARKS.md, "Creating a run of 10^7 jobs"), 43 % of it the foreign key
 -- from jobs to classes: a trigger a row, each looking up and locking (FOR
--- KEY SHARE) its class. The store now inserts a chunk's jobs in one
--- statement joined with the run's classes, and refuses a chunk in which any
--- job's class is missing (census-store, sql/runs.rs: insert_jobs), which is
--- the same check made once a chunk, as a set. Classes are never deleted
+-- KEY SHARE) its class. The store now looks up a chunk's classes, each
+-- once, before it inserts the chunk's jobs in one statement, and refuses a
+-- chunk with a class the run does not have (census-store, sql/runs.rs:
+-- insert_jobs): the same check, once a class and chunk instead of once a
+-- job, and without a lock. Classes are never deleted
 -- and a job's class never changes (no statement of the store does either,
 -- and results, which reference jobs, are append-only), so what the key
 -- guarded after a job is inserted cannot happen through the store. The
