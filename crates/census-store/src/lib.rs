@@ -1,18 +1,23 @@
 //! The durable job store of the census: the queue of record.
 //!
-//! Everything a census knows lives in SQL: runs, their classes (the
+//! Everything a census knows lives in storage: runs, their classes (the
 //! census's groups: a label and an exact weight), their jobs (a text key a
 //! worker counts from), an append-only table of results with provenance,
 //! and the final answer, written in the same transaction as the last
 //! result. Postgres is the store for distributed runs, SQLite the embedded
-//! default; one type, [`SqlStore`], implements [`JobStore`] on both (the
-//! few dialect differences are its backend's methods). The rules that keep
-//! a job counted once (votes, quorum, conflicts, quarantine, failing for
-//! good) are pure functions above its SQL, unit-tested without a database
-//! (`sql/decision.rs`); the SQL loads what they read and writes what they
-//! decide. Both backends pass the
-//! same conformance suite, `conformance::exercise` (a public function,
-//! with the `conformance` feature, that any other store can run too).
+//! default.
+//!
+//! The store is cut at a seam. Above it, [`Store`] holds the rules, written
+//! once and free of any database: votes, quorum, conflicts, the fold at
+//! finish and its checks, quarantine reaching back, failing for good (the
+//! deciding functions are pure and unit-tested). Below it, a
+//! [`backend::StorageBackend`] is a set of named storage operations (lease
+//! jobs, load jobs and votes, insert results, mark decided, add to classes,
+//! page a run for a fold, write the answer, ...), each a verb, none a
+//! decision. [`SqlBackend`] implements them for Postgres and SQLite (the
+//! few dialect differences are its own). Every backend passes the same
+//! conformance suite, `conformance::exercise_backend` (a public function,
+//! with the `conformance` feature, that a new backend runs too).
 //!
 //! This crate knows SQL and, of the mathematics, only the seam
 //! `census_math::census`: a run's census folds its job counts into the
@@ -28,9 +33,11 @@
 //! # Ok(()) }
 //! ```
 
+pub mod backend;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod sql;
+mod store;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +46,18 @@ use async_trait::async_trait;
 
 pub use census_math::census::{Census, JobSpec};
 use num_bigint::BigUint;
-pub use sql::SqlStore;
+pub use sql::{SqlBackend, SqlTx};
+pub use store::Store;
+
+/// The store on Postgres or SQLite.
+pub type SqlStore = Store<SqlBackend>;
+
+impl SqlStore {
+    /// Opens the store at `url` (see [`connect`]) and migrates it.
+    pub async fn connect(url: &str, config: StoreConfig) -> Result<SqlStore, StoreError> {
+        Store::open(SqlBackend::connect(url).await?, config).await
+    }
+}
 
 /// Settings that are not part of a run's identity.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,36 +1,34 @@
-//! The conformance suite (`census_store::conformance::exercise`), run
-//! against every backend: SQLite (a temporary file) and Postgres (a
+//! The conformance suite (`census_store::conformance::exercise_backend`),
+//! run against every backend: SQLite (a temporary file) and Postgres (a
 //! throw-away server, or CENSUS_TEST_DATABASE_URL); and what only a
 //! backend's own test can do (damage a stored row, name a file).
 
-use std::sync::Arc;
-
-use census_store::conformance::exercise;
+use census_store::conformance::exercise_backend;
 use census_store::conformance::fixtures::{SMALL, TTL, completion, jobs, spec, true_count};
-use census_store::{JobStore, StoreConfig, StoreError, connect};
+use census_store::{SqlBackend, StoreConfig, StoreError, connect};
 
-async fn sqlite_store_with(config: StoreConfig) -> Arc<dyn JobStore> {
+async fn sqlite_backend() -> SqlBackend {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("census-store-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let _ = std::fs::remove_file(&path);
-    connect(path.to_str().unwrap(), config).await.unwrap()
+    SqlBackend::connect(path.to_str().unwrap()).await.unwrap()
 }
 
-async fn postgres_store_with(config: StoreConfig) -> Arc<dyn JobStore> {
+async fn postgres_backend() -> SqlBackend {
     let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
-    connect(&url, config).await.unwrap()
+    SqlBackend::connect(&url).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_conforms() {
-    exercise(sqlite_store_with).await;
+    exercise_backend(sqlite_backend).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_conforms() {
-    exercise(postgres_store_with).await;
+    exercise_backend(postgres_backend).await;
 }
 
 #[tokio::test]

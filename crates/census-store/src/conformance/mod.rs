@@ -1,21 +1,27 @@
 //! The conformance suite of [`JobStore`]: every property a store must have,
-//! as one public function, [`exercise`], that any backend runs on stores it
-//! makes. SQLite and Postgres run it (`tests/conformance.rs`); a store in
-//! another crate runs it the same way, with this crate's `conformance`
-//! feature:
+//! as one public function that any backend runs on stores it makes.
+//!
+//! A new backend implements [`StorageBackend`] (its named operations) and
+//! calls [`exercise_backend`] with a function that opens a new, empty
+//! instance of it, with this crate's `conformance` feature; the suite runs
+//! the store's rules ([`Store`]) over it. SQLite and Postgres do so in
+//! `tests/conformance.rs`:
 //!
 //! ```no_run
 //! # async fn demo() {
 //! use std::sync::atomic::{AtomicUsize, Ordering};
 //! static NEXT: AtomicUsize = AtomicUsize::new(0);
-//! census_store::conformance::exercise(|config| async move {
+//! census_store::conformance::exercise_backend(|| async {
 //!     // A new, empty database for every property.
 //!     let path = std::env::temp_dir().join(format!("conformance-{}.db", NEXT.fetch_add(1, Ordering::Relaxed)));
-//!     census_store::connect(path.to_str().unwrap(), config).await.unwrap()
+//!     census_store::SqlBackend::connect(path.to_str().unwrap()).await.unwrap()
 //! })
 //! .await;
 //! # }
 //! ```
+//!
+//! A store that implements [`JobStore`] some other way runs [`exercise`]
+//! on stores it opens with the configuration each property asks for.
 //!
 //! Each property gets a store of its own, empty, made with the
 //! [`StoreConfig`] it needs; properties run one after the other, and a
@@ -31,7 +37,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::{JobStore, StoreConfig};
+use crate::backend::StorageBackend;
+use crate::{JobStore, Store, StoreConfig};
 
 /// A property's run on a store.
 type Check = fn(Arc<dyn JobStore>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -112,4 +119,22 @@ where
         property.check(store.clone()).await;
         store.close().await;
     }
+}
+
+/// [`exercise`] on [`Store`]s over backends that `make_backend` opens,
+/// each new and empty.
+pub async fn exercise_backend<Make, Opened, B>(make_backend: Make)
+where
+    Make: Fn() -> Opened,
+    Opened: Future<Output = B>,
+    B: StorageBackend,
+{
+    exercise(|config| {
+        let backend = make_backend();
+        async move {
+            let store = Store::open(backend.await, config).await.expect("a store opens over an empty backend");
+            Arc::new(store) as Arc<dyn JobStore>
+        }
+    })
+    .await;
 }

@@ -7,7 +7,7 @@
 //! contribution (weight x count sum^class_power), and per run the count of
 //! done jobs' counts and the weighted sum so far, so the views only show
 //! stored text. Postgres adds NUMERIC exactly in SQL and computes the same
-//! columns in its views ([`super::Backend::sums_in_sql`]).
+//! columns in its views ([`super::dialect::Dialect::sums_in_sql`]).
 
 use std::collections::BTreeMap;
 
@@ -15,8 +15,8 @@ use num_bigint::BigUint;
 use sqlx::FromRow;
 use sqlx::any::AnyRow;
 
-use super::decision::ClassChanges;
-use super::{PAGE, SqlStore, bigint, parse_big, plain, values_rows};
+use super::{SqlBackend, SqlTx, bigint, plain, values_rows};
+use crate::backend::{ClassChanges, PAGE, contribution, parse_big};
 use crate::{RunId, StoreError};
 
 /// Whether counts come in (results accepted) or go out (jobs reopened).
@@ -36,11 +36,6 @@ impl Direction {
             }
         }
     }
-}
-
-/// What a class adds to its run's weighted sum: weight x count sum^power.
-pub(super) fn contribution(weight: &BigUint, count_sum: &BigUint, power: u32) -> BigUint {
-    weight * count_sum.pow(power)
 }
 
 /// The rows of `sql` for `run` after the page key `after`, a page at a time
@@ -90,13 +85,13 @@ struct AcceptedRow {
     count: String,
 }
 
-impl SqlStore {
+impl SqlBackend {
     /// SQLite: adds (or takes out) `changes` in the classes' count sums and
     /// done jobs, with their contributions and their runs' weighted sums so
     /// far, exactly. Classes and runs are written in key order.
     pub(super) async fn change_classes_exactly(
         &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        tx: &mut SqlTx,
         changes: &ClassChanges,
         direction: Direction,
     ) -> Result<(), StoreError> {
@@ -107,7 +102,7 @@ impl SqlStore {
         for (run, classes) in by_run {
             let power = self.class_power_in(tx, run).await?;
             let (mut added, mut removed) = (BigUint::default(), BigUint::default());
-            for chunk in classes.chunks(self.backend.rows_per_statement(500, 4)) {
+            for chunk in classes.chunks(self.dialect.rows_per_statement(500, 4)) {
                 let placeholders: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
                 let sql = format!(
                     "SELECT class_id, weight, count_sum, contribution FROM classes
@@ -162,23 +157,33 @@ impl SqlStore {
         Ok(())
     }
 
-    /// SQLite: the run's `counted` once `amount` is added or taken out.
-    pub(super) async fn counted_after(
+    /// The run's new `counted` once `amount` is added or taken out: the
+    /// value to bind at `parameter`, and the SQL expression of the new
+    /// value. Postgres adds or subtracts in NUMERIC; SQLite is given the
+    /// exact new value.
+    pub(super) async fn new_counted(
         &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        tx: &mut SqlTx,
         run: RunId,
         amount: &BigUint,
         direction: Direction,
-    ) -> Result<String, StoreError> {
+        parameter: &str,
+    ) -> Result<(String, String), StoreError> {
+        let bound = self.dialect.count(parameter);
+        if self.dialect.sums_in_sql() {
+            let sign = if direction == Direction::Add { "+" } else { "-" };
+            return Ok((amount.to_string(), format!("counted {sign} {bound}")));
+        }
         let counted: String =
             sqlx::query_scalar("SELECT counted FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?;
-        Ok(direction.apply(&parse_big(&counted)?, amount, &|| format!("run {run}: counted"))?.to_string())
+        let counted = direction.apply(&parse_big(&counted)?, amount, &|| format!("run {run}: counted"))?;
+        Ok((counted.to_string(), bound))
     }
 
     /// SQLite: a worker's completions in a run once `amount` is added.
     pub(super) async fn completions_after(
         &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        tx: &mut SqlTx,
         run: RunId,
         worker: &str,
         amount: &BigUint,
@@ -196,7 +201,7 @@ impl SqlStore {
         Ok((old + amount).to_string())
     }
 
-    async fn class_power_in(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, run: RunId) -> Result<u32, StoreError> {
+    async fn class_power_in(&self, tx: &mut SqlTx, run: RunId) -> Result<u32, StoreError> {
         let power: i64 =
             sqlx::query_scalar("SELECT class_power FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?;
         Ok(power as u32)
@@ -209,7 +214,7 @@ impl SqlStore {
     /// integers, and the accepted results), one run a transaction, walking
     /// the rows a page at a time.
     pub(super) async fn rebuild_inexact_sums(&self) -> Result<(), StoreError> {
-        if self.backend.sums_in_sql() {
+        if self.dialect.sums_in_sql() {
             return Ok(());
         }
         let runs: Vec<RunId> =

@@ -9,47 +9,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use num_bigint::BigUint;
-
-use super::JobState;
+use crate::backend::{
+    ClassChanges, ClassId, JobChange, JobState, LeaseFields, NewResult, Rejection, ResultOutcome, RunChange,
+    WorkerTally,
+};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreConfig, StoreError};
-
-/// A job's lease as its row holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LeaseFields {
-    pub state: JobState,
-    pub token: Option<String>,
-    pub owner: Option<String>,
-    pub expires_at: Option<i64>,
-}
-
-impl LeaseFields {
-    /// Whether `worker` holds the lease with `token` at time `now` (ms):
-    /// the job is leased, with this token, to this identity, and the lease
-    /// has not expired. The one test of a lease, for reports, failures and
-    /// fencing alike.
-    pub(crate) fn held_by(&self, worker: &str, token: &str, now: i64) -> bool {
-        self.state == JobState::Leased
-            && self.token.as_deref() == Some(token)
-            && self.owner.as_deref() == Some(worker)
-            && self.expires_at.is_some_and(|expires| expires >= now)
-    }
-
-    /// The lease retired: no token, no owner (the job was decided or
-    /// released, so its old token is refused from then on).
-    fn retire(&mut self, state: JobState) {
-        self.state = state;
-        self.token = None;
-        self.owner = None;
-    }
-}
 
 /// A job as the decision sees it: the row, locked, plus the votes of the
 /// current round.
 #[derive(Debug, Clone)]
 pub(crate) struct JobView {
     pub run: RunId,
-    pub class: i64,
+    pub class: ClassId,
     pub key: String,
     pub counter_version: String,
     pub lease: LeaseFields,
@@ -156,84 +127,6 @@ pub(crate) fn decide(job: &JobView, report: &Report<'_>, now: i64) -> Verdict {
         return Verdict::NoQuorum { stored: job.votes.first().map(|(_, c)| *c).unwrap_or(report.count) };
     }
     Verdict::Vote
-}
-
-/// What an appended result says of its report (the `results.outcome` column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ResultOutcome {
-    /// A vote towards the quorum.
-    Vote,
-    /// The count the job is done with.
-    Accepted,
-    /// The vote that showed no quorum can be reached.
-    Conflict,
-}
-
-impl ResultOutcome {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            ResultOutcome::Vote => "vote",
-            ResultOutcome::Accepted => "accepted",
-            ResultOutcome::Conflict => "conflict",
-        }
-    }
-}
-
-/// One row for the append-only results table.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct NewResult {
-    pub job: JobId,
-    pub run: RunId,
-    pub attempt: i64,
-    pub round: i64,
-    pub worker: String,
-    pub count: u128,
-    pub elapsed_ms: f64,
-    pub counter_version: String,
-    pub outcome: ResultOutcome,
-}
-
-/// One row for the append-only rejections table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Rejection {
-    pub job: JobId,
-    pub run: RunId,
-    pub attempt: i64,
-    pub worker: String,
-    pub count: u128,
-    pub reason: String,
-}
-
-/// What a batch does to one job's row: its new state, the count it is done
-/// with (if it is), and how many votes it gained. Its lease is retired.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct JobChange {
-    pub state: JobState,
-    pub count: Option<u128>,
-    pub votes_added: i64,
-}
-
-/// Counts added to (or taken out of) classes: (run, class) -> (count, jobs done).
-pub(crate) type ClassChanges = BTreeMap<(RunId, i64), (BigUint, i64)>;
-
-/// What a batch adds to one run's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct RunChange {
-    /// Jobs done (so `jobs_remaining` goes down by as many).
-    pub done: i64,
-    pub conflicts_opened: i64,
-    pub failed_added: i64,
-    /// The sum of the accepted counts.
-    pub counted: BigUint,
-}
-
-/// What a batch adds to one identity's statistics in one run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct WorkerTally {
-    /// Results accepted.
-    pub jobs: i64,
-    /// The sum of their counts.
-    pub completions: BigUint,
 }
 
 /// Everything a batch of reports changes, decided before anything is

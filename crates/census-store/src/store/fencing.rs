@@ -6,28 +6,9 @@
 
 use std::collections::HashMap;
 
-use sqlx::FromRow;
-
-use super::decision::{LeaseFields, Rejection};
-use super::{LeaseColumns, SqlStore, now_ms};
-use crate::{Completion, JobId, LeaseCheck, RunId, StoreError};
-
-/// What fencing reads of a job.
-struct LeaseRow {
-    run: RunId,
-    attempt: i64,
-    lease: LeaseFields,
-}
-
-/// [`LeaseRow`] as the database gives it.
-#[derive(sqlx::FromRow)]
-struct FenceRow {
-    id: JobId,
-    run_id: RunId,
-    attempt: i64,
-    #[sqlx(flatten)]
-    lease: LeaseColumns,
-}
+use super::{Store, now_ms};
+use crate::backend::{LeaseRecord, Rejection, StorageBackend};
+use crate::{Completion, JobId, LeaseCheck, StoreError};
 
 /// Classifies one report against its job's row at time `now` (ms). Pure.
 ///
@@ -37,7 +18,7 @@ struct FenceRow {
 /// of a lease another identity holds, was never this identity's. A token of
 /// an earlier attempt, or of the current one after it expired or was
 /// retired, may be an honest late report: refused, not held against anyone.
-fn classify(job: &LeaseRow, worker: &str, job_id: JobId, token: &str, now: i64) -> LeaseCheck {
+fn classify(job: &LeaseRecord, worker: &str, job_id: JobId, token: &str, now: i64) -> LeaseCheck {
     if job.lease.held_by(worker, token, now) {
         return LeaseCheck::Held;
     }
@@ -69,26 +50,14 @@ fn classify(job: &LeaseRow, worker: &str, job_id: JobId, token: &str, now: i64) 
     LeaseCheck::NotHeld
 }
 
-impl SqlStore {
-    pub(crate) async fn fence(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
+impl<B: StorageBackend> Store<B> {
+    pub(super) async fn fence(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
         let now = now_ms();
         let mut ids: Vec<JobId> = completions.iter().map(|c| c.job_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut jobs: HashMap<JobId, LeaseRow> = HashMap::with_capacity(ids.len());
-        let mut connection = self.pool.acquire().await?;
-        let rows = self
-            .select_by_ids(&mut connection, &ids, |ids| {
-                format!(
-                    "SELECT id, run_id, state, attempt, lease_token, lease_owner, lease_expires_at FROM jobs WHERE id IN ({ids})"
-                )
-            })
-            .await?;
-        drop(connection);
-        for row in &rows {
-            let row = FenceRow::from_row(row)?;
-            jobs.insert(row.id, LeaseRow { run: row.run_id, attempt: row.attempt, lease: row.lease.fields()? });
-        }
+        let jobs: HashMap<JobId, LeaseRecord> =
+            self.backend.leases_of(&ids).await?.into_iter().map(|job| (job.id, job)).collect();
         let mut checks = Vec::with_capacity(completions.len());
         let mut rejections = Vec::new();
         for c in completions {
@@ -111,9 +80,9 @@ impl SqlStore {
             checks.push(check);
         }
         if !rejections.is_empty() {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = self.backend.begin().await?;
             self.record_rejections(&mut tx, &rejections, now).await?;
-            tx.commit().await?;
+            self.backend.commit(tx).await?;
         }
         Ok(checks)
     }
@@ -121,13 +90,14 @@ impl SqlStore {
 
 #[cfg(test)]
 mod tests {
-    use super::super::JobState;
     use super::*;
+    use crate::backend::{JobState, LeaseFields};
 
     const SALT: &str = "0123456789abcdef0123456789abcdef";
 
-    fn leased(attempt: i64, owner: &str, expires_at: i64) -> LeaseRow {
-        LeaseRow {
+    fn leased(attempt: i64, owner: &str, expires_at: i64) -> LeaseRecord {
+        LeaseRecord {
+            id: 7,
             run: 1,
             attempt,
             lease: LeaseFields {
@@ -154,7 +124,7 @@ mod tests {
         let other_salt = "fedcba9876543210fedcba9876543210";
         assert_eq!(classify(&leased(2, "x", 100), "w", 7, &format!("{other_salt}-7-1"), 50), LeaseCheck::NotHeld);
         let lease = LeaseFields { state: JobState::Done, token: None, owner: None, expires_at: None };
-        let retired = LeaseRow { lease, ..leased(2, "w", 0) };
+        let retired = LeaseRecord { lease, ..leased(2, "w", 0) };
         assert_eq!(classify(&retired, "w", 7, &format!("{SALT}-7-2"), 50), LeaseCheck::NotHeld);
     }
 

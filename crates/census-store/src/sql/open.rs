@@ -1,162 +1,17 @@
-//! What differs between Postgres and SQLite: opening the store (its URL,
-//! checking an SQLite file, migrations) and the few SQL dialect differences
-//! (the methods of [`Backend`]); and [`JobState`], the `jobs.state` column
-//! both hold alike.
+//! Opening an SQL store: reading its URL (Postgres or an SQLite file),
+//! checking an SQLite file, connecting, and migrating.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, Once};
+use std::sync::Once;
 use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
 
-use super::SqlStore;
-use crate::{StoreConfig, StoreError};
-
-/// The state of a job, as the `jobs.state` column holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JobState {
-    Pending,
-    Leased,
-    Done,
-    Failed,
-}
-
-impl JobState {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            JobState::Pending => "pending",
-            JobState::Leased => "leased",
-            JobState::Done => "done",
-            JobState::Failed => "failed",
-        }
-    }
-}
-
-impl std::str::FromStr for JobState {
-    type Err = StoreError;
-    fn from_str(text: &str) -> Result<JobState, StoreError> {
-        match text {
-            "pending" => Ok(JobState::Pending),
-            "leased" => Ok(JobState::Leased),
-            "done" => Ok(JobState::Done),
-            "failed" => Ok(JobState::Failed),
-            _ => Err(StoreError::Internal(format!("{text:?} is not a job state"))),
-        }
-    }
-}
+use super::SqlBackend;
+use super::dialect::Dialect;
+use crate::StoreError;
 
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Backend {
-    Postgres,
-    Sqlite,
-}
-
-impl Backend {
-    /// Row locks for the queue; SQLite has one writer at a time instead.
-    pub(super) fn skip_locked(self) -> &'static str {
-        match self {
-            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "",
-        }
-    }
-
-    /// `id` is one of the ids the subquery picks. Postgres plans `id IN
-    /// (subquery)` of an UPDATE as a hash join over a scan of every job; an
-    /// array built first (an InitPlan) makes it a primary-key lookup.
-    pub(super) fn id_among(self, subquery: &str) -> String {
-        match self {
-            Backend::Postgres => format!("id = ANY(ARRAY({subquery}))"),
-            Backend::Sqlite => format!("id IN ({subquery})"),
-        }
-    }
-
-    /// How many rows one multi-row statement takes, `rows` on Postgres
-    /// (fewer round trips). SQLite binds parameters by name, and finding a
-    /// name scans the statement's list of them (`sqlite3_bind_parameter_name`
-    /// through sqlx), so binding costs the square of the parameter count:
-    /// with 2,700 parameters it was the largest cost of a whole-catalogue
-    /// run. Its statements stay near 128 parameters; they are in-process,
-    /// so more statements cost little.
-    pub(super) fn rows_per_statement(self, rows: usize, parameters_per_row: usize) -> usize {
-        match self {
-            Backend::Postgres => rows,
-            Backend::Sqlite => (128 / parameters_per_row).clamp(1, rows),
-        }
-    }
-
-    /// A statement that takes a lock on one identity (`$1`) until the
-    /// transaction ends, so that the same identity's leases, completions,
-    /// failures and quarantine happen one after the other: the lease cap
-    /// counts held leases and adds to them atomically, and a quarantine
-    /// sees every result of the identity that committed before it (and any
-    /// later report finds its leases released). Postgres takes an advisory
-    /// lock keyed by the name (a hash collision only serializes two
-    /// identities); SQLite has one writer at a time already.
-    pub(super) fn identity_lock(self) -> Option<&'static str> {
-        match self {
-            // 1129270867 is "CENS": the census's own key space.
-            Backend::Postgres => Some("SELECT pg_advisory_xact_lock(1129270867, hashtext($1))"),
-            Backend::Sqlite => None,
-        }
-    }
-
-    pub(super) fn for_update(self) -> &'static str {
-        match self {
-            Backend::Postgres => "FOR UPDATE OF j",
-            Backend::Sqlite => "",
-        }
-    }
-
-    /// A decimal text parameter into a big-number column (NUMERIC in
-    /// Postgres, TEXT in SQLite, where NUMERIC would round N0 to a float).
-    pub(super) fn big_number(self, parameter: &str) -> String {
-        match self {
-            Backend::Postgres => format!("CAST({parameter} AS NUMERIC)"),
-            Backend::Sqlite => parameter.to_string(),
-        }
-    }
-
-    /// A count, a sum or a weight bound as decimal text: NUMERIC in
-    /// Postgres; canonical decimal TEXT in SQLite (migration 0006), whose
-    /// 64-bit integers cannot hold 128-bit counts. SQLite does no
-    /// arithmetic on it: the store keeps its sums in Rust
-    /// ([`Backend::sums_in_sql`]).
-    pub(super) fn count(self, parameter: &str) -> String {
-        match self {
-            Backend::Postgres => format!("CAST({parameter} AS NUMERIC)"),
-            Backend::Sqlite => format!("CAST({parameter} AS TEXT)"),
-        }
-    }
-
-    /// Whether the database adds counts exactly itself (Postgres's
-    /// NUMERIC: `count_sum = count_sum + $n`, views that multiply and sum).
-    /// SQLite would overflow to REAL, so there the store reads a sum, adds
-    /// in Rust and writes the new value, in the same transaction
-    /// (`exact.rs`), and stores each class's contribution and the run's
-    /// weighted sum so far.
-    pub(super) fn sums_in_sql(self) -> bool {
-        self == Backend::Postgres
-    }
-
-    /// The smaller of two numbers.
-    pub(super) fn least(self, a: &str, b: &str) -> String {
-        match self {
-            Backend::Postgres => format!("LEAST({a}, {b})"),
-            Backend::Sqlite => format!("MIN({a}, {b})"),
-        }
-    }
-
-    /// The larger of two values, as [`Backend::least`] the smaller.
-    pub(super) fn greatest(self, a: &str, b: &str) -> String {
-        match self {
-            Backend::Postgres => format!("GREATEST({a}, {b})"),
-            Backend::Sqlite => format!("MAX({a}, {b})"),
-        }
-    }
-}
 
 /// Where a store lives, read from its URL before anything is opened.
 #[derive(Debug, PartialEq, Eq)]
@@ -255,9 +110,10 @@ async fn probe_postgres(url: &str) -> Result<(), (String, bool)> {
     }
 }
 
-impl SqlStore {
+impl SqlBackend {
     /// Opens the store at `url` (see [`crate::connect`]) and migrates it.
-    pub async fn connect(url: &str, config: StoreConfig) -> Result<SqlStore, StoreError> {
+    /// SQLite runs whose sums migration 0006 marked inexact are summed again.
+    pub async fn connect(url: &str) -> Result<SqlBackend, StoreError> {
         static DRIVERS: Once = Once::new();
         DRIVERS.call_once(sqlx::any::install_default_drivers);
         // The URL's password never reaches an error, nor a log line made of one
@@ -270,7 +126,7 @@ impl SqlStore {
         };
         let bad_location = |reason: String| StoreError::BadLocation { url: shown.clone(), reason };
 
-        let (backend, pool) = match Location::parse(url).map_err(bad_location)? {
+        let (dialect, pool) = match Location::parse(url).map_err(bad_location)? {
             Location::Postgres => {
                 // One direct connection first: a server that cannot be used
                 // says why (connection refused, no such database, password
@@ -289,7 +145,7 @@ impl SqlStore {
                     .connect(url)
                     .await
                     .map_err(|e| failed(&e))?;
-                (Backend::Postgres, pool)
+                (Dialect::Postgres, pool)
             }
             Location::Sqlite(path) => {
                 check_sqlite_file(path).map_err(bad_location)?;
@@ -334,17 +190,17 @@ impl SqlStore {
                     .connect(&format!("sqlite://{path}?mode=rwc"))
                     .await
                     .map_err(|e| failed(&e))?;
-                (Backend::Sqlite, pool)
+                (Dialect::Sqlite, pool)
             }
         };
-        if backend == Backend::Postgres {
+        if dialect == Dialect::Postgres {
             POSTGRES_MIGRATIONS.run(&pool).await.map_err(|e| failed(&format!("migrations failed: {e}")))?;
         }
         // Health asks on a connection of its own: a pool busy with
         // requests is not a database that does not answer.
-        let health_url = match backend {
-            Backend::Postgres => url.to_string(),
-            Backend::Sqlite => format!("sqlite://{}?mode=rw", Location::parse(url).map_err(|e| failed(&e))?.path()),
+        let health_url = match dialect {
+            Dialect::Postgres => url.to_string(),
+            Dialect::Sqlite => format!("sqlite://{}?mode=rw", Location::parse(url).map_err(|e| failed(&e))?.path()),
         };
         let health = AnyPoolOptions::new()
             .max_connections(1)
@@ -352,19 +208,9 @@ impl SqlStore {
             .acquire_timeout(Duration::from_secs(5))
             .connect_lazy(&health_url)
             .map_err(|e| failed(&e))?;
-        let store = SqlStore {
-            pool,
-            health,
-            backend,
-            config,
-            runs: Mutex::new(HashMap::new()),
-            expected: Mutex::new(HashMap::new()),
-            finished: Mutex::new(Vec::new()),
-            verified_finals: Mutex::new(HashMap::new()),
-        };
-        store.rebuild_inexact_sums().await?;
-        store.reopen_quarantined_results().await?;
-        Ok(store)
+        let backend = SqlBackend { pool, health, dialect };
+        backend.rebuild_inexact_sums().await?;
+        Ok(backend)
     }
 }
 

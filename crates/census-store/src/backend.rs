@@ -1,0 +1,813 @@
+//! The seam between the store's rules and its storage: [`StorageBackend`],
+//! the named operations a backend provides, and the records and parameters
+//! they pass. The rules ([`crate::Store`]: votes, quorum, conflicts, the
+//! fold at finish and its checks, quarantine, failing for good) are written
+//! once above it and call only these operations; a backend decides nothing.
+//! SQL on Postgres and SQLite is one backend ([`crate::SqlBackend`]).
+//!
+//! An operation is a storage verb: it reads rows, or writes what the rules
+//! decided. Operations that take a transaction (`tx`) run in it and see
+//! each other's writes; the store begins it, and commits it only when
+//! every step succeeded (dropping it rolls back). Operations without one
+//! run on their own; the few reads that take an `Option` of one do either.
+//! Where rows are locked, they are locked in the order given (jobs by id,
+//! then classes by (run, class), then runs by id, the order every
+//! transaction of the store takes), so that concurrent transactions cannot
+//! deadlock.
+//!
+//! The operations are grouped in traits by concern ([`Transactions`],
+//! [`RunStorage`], [`QueueStorage`], [`ResultStorage`], [`AnswerStorage`],
+//! [`RemedyStorage`], [`IdentityStorage`]); a backend implements each, and
+//! is then a [`StorageBackend`]. `Store::open(backend, config)` makes it a
+//! [`crate::JobStore`], and `census_store::conformance::exercise_backend`
+//! checks every property of that store.
+//!
+//! Numbers: counts are up to 128 bits, and sums of them far larger; a
+//! backend keeps them exactly (Postgres adds NUMERIC in SQL, SQLite keeps
+//! decimal text and adds in Rust). A few stored sums are handed up as the
+//! decimal text the backend holds (a whole number, possibly with a
+//! fraction of zeros), read only when their value is needed.
+
+use std::collections::{BTreeMap, HashSet};
+
+use async_trait::async_trait;
+use num_bigint::BigUint;
+
+use crate::{ClassTotal, JobId, QuarantineEntry, Role, RunId, RunSpec, StoreError, TokenRecord, WorkerProgress};
+
+/// What a class adds to its run's weighted sum: weight x count sum^power
+/// (power is the census's `class_power`).
+pub fn contribution(weight: &BigUint, count_sum: &BigUint, power: u32) -> BigUint {
+    weight * count_sum.pow(power)
+}
+
+/// A whole number a backend gives as decimal text (Postgres may print a
+/// NUMERIC with a fraction of zeros: "12.000").
+pub fn parse_big(text: &str) -> Result<BigUint, StoreError> {
+    whole_part(text)
+        .and_then(|integer| integer.parse().ok())
+        .ok_or_else(|| StoreError::Internal(format!("{text:?} is not a whole number")))
+}
+
+/// A count or weight a backend gives as decimal text.
+pub fn parse_count(text: &str) -> Result<u128, StoreError> {
+    whole_part(text)
+        .and_then(|integer| integer.parse().ok())
+        .ok_or_else(|| StoreError::Internal(format!("{text:?} is not a count")))
+}
+
+/// The digits of a whole number written with or without a fraction of
+/// zeros ("12", "12.000"); anything else ("1.5", "6.67e+21") is not one.
+fn whole_part(text: &str) -> Option<&str> {
+    match text.split_once('.') {
+        None => Some(text),
+        Some((integer, zeros)) if zeros.bytes().all(|b| b == b'0') => Some(integer),
+        Some(_) => None,
+    }
+}
+
+/// How many rows a page of a walk over a run's jobs, results or classes
+/// reads (a fold, its check, an exact rebuild): a few MB at most, so a run's
+/// rows are never all in memory at once.
+pub const PAGE: i64 = 10_000;
+
+/// A class's number within its run, in order of first appearance.
+pub type ClassId = i64;
+
+/// An enum a backend stores as text: each variant with its one spelling,
+/// `as_str` and `FromStr` (an unknown text is [`StoreError::Internal`]).
+macro_rules! stored_as_text {
+    ($(#[$meta:meta])* $name:ident, $what:literal, { $($(#[$doc:meta])* $variant:ident = $text:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)*
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = StoreError;
+            fn from_str(text: &str) -> Result<$name, StoreError> {
+                match text {
+                    $($text => Ok($name::$variant),)*
+                    _ => Err(StoreError::Internal(format!(concat!("{:?} is not ", $what), text))),
+                }
+            }
+        }
+    };
+}
+
+stored_as_text!(
+    /// The state of a job.
+    JobState, "a job state", {
+        Pending = "pending",
+        Leased = "leased",
+        Done = "done",
+        Failed = "failed",
+    }
+);
+
+/// A job's lease as its row holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseFields {
+    pub state: JobState,
+    pub token: Option<String>,
+    pub owner: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub expires_at: Option<i64>,
+}
+
+impl LeaseFields {
+    /// Whether `worker` holds the lease with `token` at time `now` (ms):
+    /// the job is leased, with this token, to this identity, and the lease
+    /// has not expired. The one test of a lease, for reports, failures and
+    /// fencing alike.
+    pub fn held_by(&self, worker: &str, token: &str, now: i64) -> bool {
+        self.state == JobState::Leased
+            && self.token.as_deref() == Some(token)
+            && self.owner.as_deref() == Some(worker)
+            && self.expires_at.is_some_and(|expires| expires >= now)
+    }
+
+    /// The lease retired: no token, no owner (the job was decided or
+    /// released, so its old token is refused from then on).
+    pub(crate) fn retire(&mut self, state: JobState) {
+        self.state = state;
+        self.token = None;
+        self.owner = None;
+    }
+}
+
+stored_as_text!(
+    /// What an appended result says of its report (the `results.outcome` column).
+    ResultOutcome, "a result outcome", {
+        /// A vote towards the quorum.
+        Vote = "vote",
+        /// The count the job is done with.
+        Accepted = "accepted",
+        /// The vote that showed no quorum can be reached.
+        Conflict = "conflict",
+    }
+);
+
+/// What an insert found: a new row, or one with the same unique key
+/// already there (the database's own words).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inserted<T> {
+    New(T),
+    Duplicate(String),
+}
+
+// ---- runs ----
+
+/// A run's row, before its classes and jobs.
+#[derive(Debug, Clone, Copy)]
+pub struct NewRun<'a> {
+    pub spec: &'a RunSpec,
+    pub created_at: i64,
+    pub class_power: u32,
+    /// The census's own longest lease, if it asks for one.
+    pub max_lease_ms: Option<i64>,
+}
+
+/// A class of a run being created.
+#[derive(Debug, Clone, Copy)]
+pub struct NewClass<'a> {
+    pub id: ClassId,
+    pub label: &'a str,
+    pub weight: u128,
+    pub jobs_total: i64,
+}
+
+/// A job of a run being created (pending, attempt 0, round 0).
+#[derive(Debug, Clone, Copy)]
+pub struct NewJob<'a> {
+    pub class: ClassId,
+    pub key: &'a str,
+}
+
+/// A run as listed.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    pub id: RunId,
+    /// The census as stored (text the store reads).
+    pub census: String,
+    pub counter_version: String,
+    pub redundancy: u32,
+    pub jobs_total: i64,
+    pub jobs_remaining: i64,
+    pub finished_at: Option<i64>,
+    pub open_conflicts: i64,
+    pub priority: i64,
+    pub cancelled_at: Option<i64>,
+}
+
+/// A run's counters and stored answer.
+#[derive(Debug, Clone)]
+pub struct RunState {
+    pub finished_at: Option<i64>,
+    pub open_conflicts: i64,
+    /// Decimal text, once finished.
+    pub weighted_sum: Option<String>,
+    /// Decimal text, once finished.
+    pub answer: Option<String>,
+    pub jobs_total: i64,
+    pub jobs_remaining: i64,
+    pub failed_jobs: i64,
+    /// Decimal text: the sum of the done jobs' counts.
+    pub counted: String,
+    /// The census as stored.
+    pub census: String,
+}
+
+/// What never changes of a run: its census (as stored) and its number of classes.
+#[derive(Debug, Clone)]
+pub struct RunOutline {
+    pub census: String,
+    pub classes: u64,
+}
+
+/// A job's run and the run's census (as stored).
+#[derive(Debug, Clone)]
+pub struct JobCensus {
+    pub job: JobId,
+    pub run: RunId,
+    pub census: String,
+}
+
+// ---- the queue ----
+
+/// An unfinished, uncancelled run, as leasing walks them.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenRun {
+    pub id: RunId,
+    /// The census's own longest lease, if it asked for one.
+    pub max_lease_ms: Option<i64>,
+}
+
+/// Which jobs of a run [`QueueStorage::lease_jobs`] takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Leased jobs whose lease expired before `now`.
+    Expired,
+    /// Pending jobs.
+    Pending,
+}
+
+/// What [`QueueStorage::lease_jobs`] leases.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseJobs<'a> {
+    pub run: RunId,
+    pub waiting: Waiting,
+    /// The most jobs to lease.
+    pub wanted: i64,
+    pub worker: &'a str,
+    pub now: i64,
+    pub expires_at: i64,
+    /// Random for every lease call: each token is `{salt}-{job id}-{attempt}`.
+    pub token_salt: &'a str,
+    /// See [`OpenTo`].
+    pub max_failures: u32,
+}
+
+/// Whether a job is open to an identity: the identity has not voted on it
+/// this round (one vote an identity, job and round), and has not failed it
+/// `max_failures` times since it was last requeued (its failure epoch).
+#[derive(Debug, Clone, Copy)]
+pub struct OpenTo<'a> {
+    pub run: RunId,
+    /// Pending or leased.
+    pub state: JobState,
+    pub worker: &'a str,
+    pub max_failures: u32,
+}
+
+/// A job just leased.
+#[derive(Debug, Clone)]
+pub struct LeasedJob {
+    pub id: JobId,
+    pub run: RunId,
+    pub key: String,
+    pub attempt: u32,
+    pub token: String,
+}
+
+/// What [`QueueStorage::extend_leases`] extends: the leases of `worker`
+/// with these tokens, still held at `now`, of uncancelled runs, to
+/// `expires_at` but never past their start plus the longest lifetime (the
+/// larger of `max_lifetime_ms` and the run's own).
+#[derive(Debug, Clone, Copy)]
+pub struct ExtendLeases<'a> {
+    pub worker: &'a str,
+    pub tokens: &'a [String],
+    pub now: i64,
+    pub expires_at: i64,
+    pub max_lifetime_ms: i64,
+}
+
+/// Whose leases [`QueueStorage::release_leases`] gives back to the queue.
+#[derive(Debug, Clone, Copy)]
+pub enum HeldBy<'a> {
+    /// Every lease of a run (it is cancelled).
+    Run(RunId),
+    /// Every lease of an identity (it is quarantined).
+    Identity(&'a str),
+}
+
+/// A job's lease, as fencing reads it.
+#[derive(Debug, Clone)]
+pub struct LeaseRecord {
+    pub id: JobId,
+    pub run: RunId,
+    pub attempt: i64,
+    pub lease: LeaseFields,
+}
+
+// ---- results ----
+
+/// A job of a batch as [`ResultStorage::load_jobs`] reads it, with its
+/// run's redundancy, cancellation and counter version.
+#[derive(Debug, Clone)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub run: RunId,
+    pub class: ClassId,
+    pub key: String,
+    pub attempt: i64,
+    pub lease: LeaseFields,
+    /// Votes the row has counted this round (none on a job that an earlier
+    /// version finished at redundancy 1, when votes were not counted).
+    pub votes: i64,
+    pub round: i64,
+    pub redundancy: u32,
+    pub cancelled: bool,
+    pub counter_version: String,
+}
+
+/// A vote or an accepted result of a job.
+#[derive(Debug, Clone)]
+pub struct VoteRecord {
+    pub job: JobId,
+    pub worker: String,
+    pub count: u128,
+    pub round: i64,
+    pub outcome: ResultOutcome,
+}
+
+/// One row for the append-only results table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewResult {
+    pub job: JobId,
+    pub run: RunId,
+    pub attempt: i64,
+    pub round: i64,
+    pub worker: String,
+    pub count: u128,
+    pub elapsed_ms: f64,
+    pub counter_version: String,
+    pub outcome: ResultOutcome,
+}
+
+/// One row for the append-only rejections table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub job: JobId,
+    pub run: RunId,
+    pub attempt: i64,
+    pub worker: String,
+    pub count: u128,
+    pub reason: String,
+}
+
+/// What a batch does to one job's row: its new state, the count it is done
+/// with (if it is), and how many votes it gained. Its lease is retired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobChange {
+    pub state: JobState,
+    pub count: Option<u128>,
+    pub votes_added: i64,
+}
+
+/// Counts added to (or taken out of) classes: (run, class) -> (count, jobs done).
+pub type ClassChanges = BTreeMap<(RunId, ClassId), (BigUint, i64)>;
+
+/// What a batch adds to one run's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunChange {
+    /// Jobs done (so `jobs_remaining` goes down by as many).
+    pub done: i64,
+    pub conflicts_opened: i64,
+    pub failed_added: i64,
+    /// The sum of the accepted counts.
+    pub counted: BigUint,
+}
+
+/// What a batch adds to one identity's statistics in one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerTally {
+    /// Results accepted.
+    pub jobs: i64,
+    /// The sum of their counts.
+    pub completions: BigUint,
+}
+
+// ---- answers ----
+
+/// Where a fold reads a run's jobs and counts: the done jobs (finishing a
+/// run), or the accepted results of the current rounds (rechecking a
+/// finished one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoldSource {
+    DoneJobs,
+    AcceptedResults,
+}
+
+/// A page of a run's done jobs for a fold, in order of job id and then
+/// row id, after the page key `after`.
+#[derive(Debug, Clone, Copy)]
+pub struct FoldPage {
+    pub run: RunId,
+    pub source: FoldSource,
+    /// (job id, row id) of the last row of the previous page; (-1, -1) first.
+    pub after: (i64, i64),
+    pub limit: i64,
+}
+
+/// A job and its count, as a fold reads it.
+#[derive(Debug, Clone)]
+pub struct FoldRow {
+    pub job_id: JobId,
+    /// The page key's second part: the job's id again, or its result's.
+    pub row_id: i64,
+    pub key: String,
+    pub label: String,
+    pub weight: u128,
+    pub count: u128,
+}
+
+/// A class's sums as the backend keeps them: the sum of its done jobs'
+/// counts, and its contribution, weight x count sum^class_power.
+#[derive(Debug, Clone)]
+pub struct ClassSums {
+    pub class_id: ClassId,
+    pub label: String,
+    pub count_sum: BigUint,
+    pub contribution: BigUint,
+}
+
+/// A finished run's answer, written in the transaction of its last job.
+#[derive(Debug, Clone, Copy)]
+pub struct FinishedAnswer<'a> {
+    pub run: RunId,
+    pub finished_at: i64,
+    pub weighted_sum: &'a BigUint,
+    pub answer: &'a BigUint,
+}
+
+/// A page of a run's classes, in class order, after the class `after` (-1 first).
+#[derive(Debug, Clone, Copy)]
+pub struct ClassPage {
+    pub run: RunId,
+    pub after: ClassId,
+    pub limit: i64,
+}
+
+/// The newest results of a run finished at or after `since`, at most `limit` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Recent {
+    pub run: RunId,
+    pub since: i64,
+    pub limit: i64,
+}
+
+/// The newest results of a run since a time, at most a limit of them: how
+/// many, and when the oldest of them finished.
+#[derive(Debug, Clone, Copy)]
+pub struct RecentResults {
+    pub results: i64,
+    pub oldest: Option<i64>,
+}
+
+// ---- remedies ----
+
+/// A job as reopening it reads it (locked).
+#[derive(Debug, Clone)]
+pub struct ReopenedJob {
+    pub id: JobId,
+    pub run: RunId,
+    pub class: ClassId,
+    pub state: JobState,
+    pub count: Option<BigUint>,
+    pub conflict: bool,
+}
+
+/// What reopening jobs takes out of one run's counters; the run is
+/// unfinished again (its stored weighted sum and answer are cleared).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunTakeOut {
+    /// Done jobs reopened (so `jobs_remaining` goes up by as many).
+    pub done: i64,
+    pub conflicts_closed: i64,
+    pub failures_closed: i64,
+    /// The sum of the reopened jobs' counts.
+    pub counted: BigUint,
+}
+
+/// A job that may have a conflict to resolve (locked).
+#[derive(Debug, Clone, Copy)]
+pub struct FlaggedJob {
+    pub id: JobId,
+    pub run: RunId,
+    pub conflict: bool,
+}
+
+/// What a failure report reads of its job (locked).
+#[derive(Debug, Clone)]
+pub struct FailingJob {
+    pub run: RunId,
+    pub attempt: i64,
+    /// Failures since the job was last requeued.
+    pub failures: i64,
+    /// Bumped by every requeue: the failures that count have this epoch.
+    pub failure_epoch: i64,
+    pub lease: LeaseFields,
+}
+
+/// One row for the failures table.
+#[derive(Debug, Clone, Copy)]
+pub struct NewFailure<'a> {
+    pub job: JobId,
+    pub attempt: i64,
+    pub worker: &'a str,
+    pub reason: &'a str,
+    pub failed_at: i64,
+    pub epoch: i64,
+}
+
+/// What a failure report leaves its job with: its next state (pending, or
+/// failed for good) and its failure count since it was last requeued.
+#[derive(Debug, Clone, Copy)]
+pub struct FailureTally {
+    pub job: JobId,
+    pub next: JobState,
+    pub failures: i64,
+}
+
+// ---- identities ----
+
+/// A credential: its name (the identity), its role and the hash of its secret.
+#[derive(Debug, Clone, Copy)]
+pub struct Credential<'a> {
+    pub name: &'a str,
+    pub role: Role,
+    pub hash: &'a str,
+}
+
+/// A quarantine of an identity.
+#[derive(Debug, Clone, Copy)]
+pub struct NewQuarantine<'a> {
+    pub worker: &'a str,
+    pub reason: &'a str,
+    pub since: i64,
+}
+
+/// A credential as stored: its role (as stored) and the hash of its secret.
+#[derive(Debug, Clone)]
+pub struct StoredToken {
+    pub role: String,
+    pub hash: String,
+    pub revoked: bool,
+}
+
+/// Which credentials [`IdentityStorage::tokens`] reads.
+#[derive(Debug, Clone, Copy)]
+pub enum TokenFilter<'a> {
+    All,
+    Hash(&'a str),
+}
+
+/// Transactions, and the locks of identities within them.
+#[async_trait]
+pub trait Transactions: Send + Sync + 'static {
+    /// A transaction: committed by [`Transactions::commit`], rolled back when dropped.
+    type Tx: Send;
+    async fn begin(&self) -> Result<Self::Tx, StoreError>;
+    async fn commit(&self, tx: Self::Tx) -> Result<(), StoreError>;
+    /// Takes the lock of each identity, in the order given, until the
+    /// transaction ends: one identity's leases, completions, failures and
+    /// quarantine run one after another. (A backend with one writer at a
+    /// time has it already.) Taking a lock the transaction holds is allowed.
+    async fn lock_identities(&self, tx: &mut Self::Tx, workers: &[&str]) -> Result<(), StoreError>;
+    /// Answers when the database does, on a connection of its own.
+    async fn ping(&self) -> Result<(), StoreError>;
+    /// Closes every connection; later calls fail.
+    async fn close(&self);
+}
+
+/// Runs: creating, finding, listing, cancelling and prioritising them.
+#[async_trait]
+pub trait RunStorage: Transactions {
+    /// The run with this spec (census text, counter version, redundancy).
+    async fn find_run(&self, spec: &RunSpec) -> Result<Option<RunId>, StoreError>;
+    /// Clears the run's cancellation; true if it was cancelled.
+    async fn resume_run(&self, run: RunId) -> Result<bool, StoreError>;
+    /// Inserts the run's row with no jobs yet; a run with the same spec
+    /// is a duplicate (and the transaction may then be unusable).
+    async fn insert_run(&self, tx: &mut Self::Tx, run: &NewRun<'_>) -> Result<Inserted<RunId>, StoreError>;
+    async fn insert_classes(&self, tx: &mut Self::Tx, run: RunId, classes: &[NewClass<'_>]) -> Result<(), StoreError>;
+    /// Inserts pending jobs; a key the run has already is a duplicate.
+    async fn insert_jobs(
+        &self,
+        tx: &mut Self::Tx,
+        run: RunId,
+        jobs: &[NewJob<'_>],
+        now: i64,
+    ) -> Result<Inserted<()>, StoreError>;
+    async fn set_class_jobs_total(
+        &self,
+        tx: &mut Self::Tx,
+        run: RunId,
+        classes: &[(ClassId, i64)],
+    ) -> Result<(), StoreError>;
+    /// Sets the run's job count, and its jobs remaining to the same.
+    async fn set_run_jobs_total(&self, tx: &mut Self::Tx, run: RunId, jobs: i64) -> Result<(), StoreError>;
+    async fn run_outline(&self, run: RunId) -> Result<Option<RunOutline>, StoreError>;
+    /// Every run (or only `run`), oldest first.
+    async fn runs(&self, run: Option<RunId>) -> Result<Vec<RunRecord>, StoreError>;
+    /// The run's counters and answer, in `tx` or on its own.
+    async fn run_state(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<Option<RunState>, StoreError>;
+    /// The census of each job's run (unknown jobs are left out).
+    async fn job_censuses(&self, jobs: &[JobId]) -> Result<Vec<JobCensus>, StoreError>;
+    /// Marks the run cancelled (if it is not).
+    async fn mark_cancelled(&self, tx: &mut Self::Tx, run: RunId, now: i64) -> Result<(), StoreError>;
+    async fn set_priority(&self, run: RunId, priority: i64) -> Result<(), StoreError>;
+}
+
+/// The queue: leases and heartbeats.
+#[async_trait]
+pub trait QueueStorage: Transactions {
+    /// Unfinished, uncancelled runs (or only `run`), highest priority first, then oldest.
+    async fn open_runs(&self, tx: Option<&mut Self::Tx>, run: Option<RunId>) -> Result<Vec<OpenRun>, StoreError>;
+    /// How many unexpired leases the identity holds at `now`.
+    async fn held_leases(&self, tx: &mut Self::Tx, worker: &str, now: i64) -> Result<i64, StoreError>;
+    /// Leases up to `wanted` jobs of one run that are [`Waiting`] and
+    /// [`OpenTo`] the identity, in id order, skipping jobs other
+    /// transactions hold: each takes a new attempt, a token
+    /// `{salt}-{job id}-{attempt}` and its expiry.
+    async fn lease_jobs(&self, tx: &mut Self::Tx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError>;
+    /// Whether any job of the run in the state is [`OpenTo`] the identity.
+    async fn has_job_open_to(&self, open: &OpenTo<'_>) -> Result<bool, StoreError>;
+    /// Extends the leases [`ExtendLeases`] names; returns the tokens extended.
+    async fn extend_leases(&self, extend: &ExtendLeases<'_>) -> Result<HashSet<String>, StoreError>;
+    /// Puts leased jobs back to pending, their leases retired.
+    async fn release_leases(&self, tx: &mut Self::Tx, held_by: HeldBy<'_>, now: i64) -> Result<(), StoreError>;
+    /// The leases of these jobs (unknown jobs are left out).
+    async fn leases_of(&self, jobs: &[JobId]) -> Result<Vec<LeaseRecord>, StoreError>;
+}
+
+/// Recording a batch of reports: what [`crate::Store`] loads to decide
+/// and writes once it has.
+#[async_trait]
+pub trait ResultStorage: Transactions {
+    /// The jobs `ids` (sorted), locked in that order.
+    async fn load_jobs(&self, tx: &mut Self::Tx, ids: &[JobId]) -> Result<Vec<JobRecord>, StoreError>;
+    /// Every vote and accepted result of the jobs `ids`, of any round, in
+    /// the order they were recorded.
+    async fn load_votes(&self, tx: &mut Self::Tx, ids: &[JobId]) -> Result<Vec<VoteRecord>, StoreError>;
+    async fn insert_results(&self, tx: &mut Self::Tx, results: &[NewResult], now: i64) -> Result<(), StoreError>;
+    /// Each job takes its new state, count (if given) and votes; its lease is retired.
+    async fn mark_decided(
+        &self,
+        tx: &mut Self::Tx,
+        jobs: &BTreeMap<JobId, JobChange>,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// Flags the jobs with an open conflict.
+    async fn flag_conflicts(&self, tx: &mut Self::Tx, jobs: &[JobId]) -> Result<(), StoreError>;
+    /// Adds counts and done jobs to classes (locked in key order), exactly,
+    /// with their contributions and their runs' weighted sums so far.
+    async fn add_to_classes(&self, tx: &mut Self::Tx, changes: &ClassChanges) -> Result<(), StoreError>;
+    async fn add_to_worker_stats(
+        &self,
+        tx: &mut Self::Tx,
+        workers: &BTreeMap<(RunId, String), WorkerTally>,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// Adds to the run's counters: done jobs (taken from those
+    /// remaining), conflicts, failed jobs and the counted sum.
+    async fn add_to_run(&self, tx: &mut Self::Tx, run: RunId, change: &RunChange) -> Result<(), StoreError>;
+    async fn insert_rejections(&self, tx: &mut Self::Tx, rejections: &[Rejection], now: i64) -> Result<(), StoreError>;
+    /// How many results of the identity were rejected, in every run.
+    async fn rejections_of(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;
+}
+
+/// Answers and what is shown of a run: the fold's pages, the sums it
+/// checks, progress.
+#[async_trait]
+pub trait AnswerStorage: Transactions {
+    /// A page of a fold, in `tx` (finishing a run) or on its own
+    /// (rechecking a finished one: each page then sees the database's
+    /// current statistics, where one long transaction may keep a plan made
+    /// before the run's rows were counted).
+    async fn fold_page(&self, tx: Option<&mut Self::Tx>, page: &FoldPage) -> Result<Vec<FoldRow>, StoreError>;
+    /// A page of the run's classes with their sums.
+    async fn class_sums_page(&self, tx: &mut Self::Tx, page: &ClassPage) -> Result<Vec<ClassSums>, StoreError>;
+    /// The sum of the classes' contributions so far, in `tx` or on its own.
+    async fn weighted_sum_so_far(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<BigUint, StoreError>;
+    /// Marks the run finished with its answer.
+    async fn write_answer(&self, tx: &mut Self::Tx, answer: &FinishedAnswer<'_>) -> Result<(), StoreError>;
+    async fn leased_jobs(&self, run: RunId) -> Result<i64, StoreError>;
+    async fn rejections_in(&self, run: RunId) -> Result<i64, StoreError>;
+    async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError>;
+    /// Each identity's statistics in the run, by name.
+    async fn worker_stats(&self, run: RunId) -> Result<Vec<WorkerProgress>, StoreError>;
+    /// The run's classes with their sums, in class order.
+    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError>;
+}
+
+/// Recounts, failures and requeues: reopening jobs for a new round.
+#[async_trait]
+pub trait RemedyStorage: Transactions {
+    /// The jobs `ids` (sorted), locked in that order (unknown ones are left out).
+    async fn lock_jobs_to_reopen(&self, tx: &mut Self::Tx, ids: &[JobId]) -> Result<Vec<ReopenedJob>, StoreError>;
+    /// Takes counts and done jobs out of classes, exactly (the reverse of
+    /// [`ResultStorage::add_to_classes`]).
+    async fn take_out_of_classes(&self, tx: &mut Self::Tx, changes: &ClassChanges) -> Result<(), StoreError>;
+    /// Takes reopened jobs out of the run's counters; the run is unfinished again.
+    async fn take_out_of_run(&self, tx: &mut Self::Tx, run: RunId, take_out: &RunTakeOut) -> Result<(), StoreError>;
+    /// Each job is pending in a new round: count, votes, conflict and
+    /// failures cleared, a new failure epoch, its lease retired.
+    async fn start_new_round(&self, tx: &mut Self::Tx, ids: &[JobId], now: i64) -> Result<(), StoreError>;
+    /// The jobs whose current round holds a result of the identity that
+    /// counts (its accepted result, or a vote that agrees with the accepted
+    /// count or still waits for a quorum), by id.
+    async fn jobs_counted_by(&self, tx: &mut Self::Tx, worker: &str) -> Result<Vec<JobId>, StoreError>;
+    /// The job, locked.
+    async fn lock_flagged_job(&self, tx: &mut Self::Tx, job: JobId) -> Result<Option<FlaggedJob>, StoreError>;
+    /// The run's failed jobs (or only `job`), locked by id.
+    async fn lock_failed_jobs(
+        &self,
+        tx: &mut Self::Tx,
+        run: RunId,
+        job: Option<JobId>,
+    ) -> Result<Vec<FlaggedJob>, StoreError>;
+    /// The job's state as stored, if it is a job of the run.
+    async fn job_state(&self, tx: &mut Self::Tx, run: RunId, job: JobId) -> Result<Option<String>, StoreError>;
+    /// A failed job is pending again, its failures cleared (a new failure
+    /// epoch), its lease retired.
+    async fn requeue_failed_job(&self, tx: &mut Self::Tx, job: JobId, now: i64) -> Result<(), StoreError>;
+    /// Adds `jobs` (or takes them out, when negative) to the run's failed jobs.
+    async fn add_failed_jobs(&self, tx: &mut Self::Tx, run: RunId, jobs: i64) -> Result<(), StoreError>;
+    /// The job, locked, as a failure report reads it.
+    async fn lock_failing_job(&self, tx: &mut Self::Tx, job: JobId) -> Result<Option<FailingJob>, StoreError>;
+    async fn insert_failure(&self, tx: &mut Self::Tx, failure: &NewFailure<'_>) -> Result<(), StoreError>;
+    /// How many distinct identities failed the job in the epoch.
+    async fn failing_identities(&self, tx: &mut Self::Tx, job: JobId, epoch: i64) -> Result<i64, StoreError>;
+    /// The job takes its next state and failure count; its lease is retired.
+    async fn set_failures(&self, tx: &mut Self::Tx, tally: &FailureTally, now: i64) -> Result<(), StoreError>;
+    /// How many failures the identity reported, in every run.
+    async fn failures_of(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;
+}
+
+/// Credentials and quarantine. The store keeps each token's name, role
+/// and hash; it never sees a secret.
+#[async_trait]
+pub trait IdentityStorage: Transactions {
+    /// Stores a new credential; a name already stored is a duplicate.
+    async fn insert_token(&self, credential: &Credential<'_>, now: i64) -> Result<Inserted<()>, StoreError>;
+    async fn token_named(&self, name: &str) -> Result<Option<StoredToken>, StoreError>;
+    /// Gives the stored credential of that name this role and hash.
+    async fn replace_token(&self, credential: &Credential<'_>) -> Result<(), StoreError>;
+    /// Revokes the credential if it is not; true if it was revoked now.
+    async fn revoke_token(&self, name: &str, now: i64) -> Result<bool, StoreError>;
+    async fn token_exists(&self, name: &str) -> Result<bool, StoreError>;
+    /// Credentials by name, each with its quarantine and rejection count.
+    async fn tokens(&self, filter: TokenFilter<'_>) -> Result<Vec<TokenRecord>, StoreError>;
+    /// Whether the identity is quarantined, in `tx` or on its own.
+    async fn is_quarantined(&self, tx: Option<&mut Self::Tx>, worker: &str) -> Result<bool, StoreError>;
+    /// Quarantines the identity; false if it was already.
+    async fn insert_quarantine(&self, tx: &mut Self::Tx, quarantine: &NewQuarantine<'_>) -> Result<bool, StoreError>;
+    /// Every quarantined identity, by name.
+    async fn quarantined(&self) -> Result<Vec<QuarantineEntry>, StoreError>;
+    /// False if the identity was not quarantined.
+    async fn release_quarantine(&self, worker: &str) -> Result<bool, StoreError>;
+}
+
+/// A backend: every named operation the store's rules use. Implemented by
+/// whatever implements each of its parts.
+pub trait StorageBackend:
+    Transactions + RunStorage + QueueStorage + ResultStorage + AnswerStorage + RemedyStorage + IdentityStorage
+{
+}
+
+impl<B> StorageBackend for B where
+    B: Transactions + RunStorage + QueueStorage + ResultStorage + AnswerStorage + RemedyStorage + IdentityStorage
+{
+}

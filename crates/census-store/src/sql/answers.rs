@@ -1,0 +1,239 @@
+//! Answers in SQL: the pages a fold reads, the sums it is checked against
+//! (the `group_totals` and `run_progress` views), the answer written, and
+//! what progress shows.
+
+use async_trait::async_trait;
+use num_bigint::BigUint;
+
+use super::{SqlBackend, SqlTx};
+use crate::backend::{
+    AnswerStorage, ClassPage, ClassSums, FinishedAnswer, FoldPage, FoldRow, FoldSource, Recent, RecentResults,
+    parse_big, parse_count,
+};
+use crate::{ClassTotal, RunId, StoreError, WorkerProgress};
+
+/// A job and its count, as a fold reads it.
+#[derive(sqlx::FromRow)]
+struct FoldColumns {
+    job_id: i64,
+    row_id: i64,
+    key: String,
+    label: String,
+    /// Decimal text.
+    weight: String,
+    /// Decimal text.
+    count: Option<String>,
+}
+
+/// A class's sums as the database has them (`group_totals`).
+#[derive(sqlx::FromRow)]
+struct ClassSumsRow {
+    class_id: i64,
+    label: String,
+    count_sum: String,
+    contribution: String,
+}
+
+/// A class as `class_totals` shows it.
+#[derive(sqlx::FromRow)]
+struct ClassRow {
+    class_id: i64,
+    label: String,
+    weight: String,
+    jobs_total: i64,
+    jobs_done: i64,
+    count_sum: String,
+}
+
+/// An identity's statistics in a run.
+#[derive(sqlx::FromRow)]
+struct WorkerRow {
+    worker: String,
+    jobs: i64,
+    completions: String,
+    last_seen: i64,
+}
+
+/// The newest results of the last minute: how many, and when the oldest finished.
+#[derive(sqlx::FromRow)]
+struct RecentRow {
+    results: i64,
+    oldest: Option<i64>,
+}
+
+/// A page of [`FoldColumns`] after the page key ($2, $3). Each walks the
+/// run's done jobs in id order along the (run, state, id) index: the page
+/// key is the job id, and the result id, so a job with two accepted results
+/// (a damaged file) is never cut between pages. (Paging results by their
+/// own id sorted every result of the run for each page.)
+fn fold_page_sql(source: FoldSource) -> &'static str {
+    match source {
+        FoldSource::DoneJobs => {
+            "SELECT j.id AS job_id, j.id AS row_id, j.key, c.label, CAST(c.weight AS TEXT) AS weight,
+                    CAST(j.count AS TEXT) AS count
+             FROM jobs j JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
+             WHERE j.run_id = $1 AND j.state = 'done' AND j.id >= $2 AND (j.id > $2 OR j.id > $3)
+             ORDER BY j.id LIMIT $4"
+        }
+        FoldSource::AcceptedResults => {
+            "SELECT j.id AS job_id, x.id AS row_id, j.key, c.label, CAST(c.weight AS TEXT) AS weight,
+                    CAST(x.count AS TEXT) AS count
+             FROM jobs j
+             JOIN results x ON x.job_id = j.id AND x.round = j.round AND x.outcome = 'accepted'
+             JOIN classes c ON c.run_id = j.run_id AND c.class_id = j.class_id
+             WHERE j.run_id = $1 AND j.state = 'done' AND j.id >= $2 AND (j.id > $2 OR x.id > $3)
+             ORDER BY j.id, x.id LIMIT $4"
+        }
+    }
+}
+
+#[async_trait]
+impl AnswerStorage for SqlBackend {
+    async fn fold_page(&self, tx: Option<&mut SqlTx>, page: &FoldPage) -> Result<Vec<FoldRow>, StoreError> {
+        let query = sqlx::query_as::<_, FoldColumns>(fold_page_sql(page.source))
+            .bind(page.run)
+            .bind(page.after.0)
+            .bind(page.after.1)
+            .bind(page.limit);
+        let rows = match tx {
+            Some(tx) => query.fetch_all(&mut **tx).await?,
+            None => query.fetch_all(&self.pool).await?,
+        };
+        rows.into_iter()
+            .map(|row| {
+                Ok(FoldRow {
+                    job_id: row.job_id,
+                    row_id: row.row_id,
+                    key: row.key,
+                    label: row.label,
+                    weight: parse_count(&row.weight)?,
+                    count: parse_count(&row.count.unwrap_or_default())?,
+                })
+            })
+            .collect()
+    }
+
+    /// Postgres computes the contributions in NUMERIC in its view; SQLite
+    /// shows those the backend kept exactly.
+    async fn class_sums_page(&self, tx: &mut SqlTx, page: &ClassPage) -> Result<Vec<ClassSums>, StoreError> {
+        let rows: Vec<ClassSumsRow> = sqlx::query_as(
+            "SELECT class_id, label, CAST(count_sum AS TEXT) AS count_sum, CAST(contribution AS TEXT) AS contribution
+             FROM group_totals
+             WHERE run_id = $1 AND class_id > $2 ORDER BY class_id LIMIT $3",
+        )
+        .bind(page.run)
+        .bind(page.after)
+        .bind(page.limit)
+        .fetch_all(&mut **tx)
+        .await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(ClassSums {
+                    class_id: row.class_id,
+                    label: row.label,
+                    count_sum: parse_big(&row.count_sum)?,
+                    contribution: parse_big(&row.contribution)?,
+                })
+            })
+            .collect()
+    }
+
+    /// One row: the sum the backend keeps (SQLite) or Postgres adds up.
+    async fn weighted_sum_so_far(&self, tx: Option<&mut SqlTx>, run: RunId) -> Result<BigUint, StoreError> {
+        let query = sqlx::query_scalar("SELECT CAST(weighted_sum_so_far AS TEXT) FROM run_progress WHERE run_id = $1")
+            .bind(run);
+        let so_far: Option<String> = match tx {
+            Some(tx) => query.fetch_one(&mut **tx).await?,
+            None => query.fetch_one(&self.pool).await?,
+        };
+        parse_big(so_far.as_deref().unwrap_or("0"))
+    }
+
+    async fn write_answer(&self, tx: &mut SqlTx, answer: &FinishedAnswer<'_>) -> Result<(), StoreError> {
+        let update = format!(
+            "UPDATE runs SET finished_at = $1, weighted_sum = {}, answer = {} WHERE id = $4",
+            self.dialect.big_number("$2"),
+            self.dialect.big_number("$3")
+        );
+        sqlx::query(&update)
+            .bind(answer.finished_at)
+            .bind(answer.weighted_sum.to_string())
+            .bind(answer.answer.to_string())
+            .bind(answer.run)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn leased_jobs(&self, run: RunId) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND run_id = $1")
+            .bind(run)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    async fn rejections_in(&self, run: RunId) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM rejections WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// A walk back along the (run_id, finished_at) index of at most `limit` entries.
+    async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError> {
+        let row: RecentRow = sqlx::query_as(&format!(
+            "SELECT COUNT(*) AS results, MIN(finished_at) AS oldest FROM
+               (SELECT finished_at FROM results WHERE run_id = $1 AND finished_at >= $2
+                ORDER BY finished_at DESC LIMIT {}) AS newest",
+            recent.limit
+        ))
+        .bind(recent.run)
+        .bind(recent.since)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(RecentResults { results: row.results, oldest: row.oldest })
+    }
+
+    async fn worker_stats(&self, run: RunId) -> Result<Vec<WorkerProgress>, StoreError> {
+        let rows: Vec<WorkerRow> = sqlx::query_as(
+            "SELECT worker, jobs, CAST(completions AS TEXT) AS completions, last_seen FROM worker_stats
+             WHERE run_id = $1 ORDER BY worker",
+        )
+        .bind(run)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(WorkerProgress {
+                    worker: row.worker,
+                    jobs: row.jobs as u64,
+                    completions: parse_big(&row.completions)?.to_string(),
+                    last_seen_unix: row.last_seen / 1000,
+                })
+            })
+            .collect()
+    }
+
+    async fn class_totals(&self, run: RunId) -> Result<Vec<ClassTotal>, StoreError> {
+        let rows: Vec<ClassRow> = sqlx::query_as(
+            "SELECT class_id, label, CAST(weight AS TEXT) AS weight, jobs_total, jobs_done,
+                    CAST(count_sum AS TEXT) AS count_sum
+             FROM classes WHERE run_id = $1 ORDER BY class_id",
+        )
+        .bind(run)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(ClassTotal {
+                    class_id: row.class_id as u32,
+                    label: row.label,
+                    weight: parse_count(&row.weight)?,
+                    jobs_total: row.jobs_total as u32,
+                    jobs_done: row.jobs_done as u32,
+                    count_sum: parse_big(&row.count_sum)?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,132 @@
+//! Completions: a batch of reports, in one transaction, as load -> decide
+//! -> apply. [`Store::load_jobs`] reads the batch's jobs (locked) and the
+//! votes of their round; [`plan_batch`] decides every report (the rules,
+//! `decision.rs`); [`Store::apply_plan`] writes the plan with the backend's
+//! named operations: results and rejections appended, jobs and class sums
+//! updated, and the run finished when its last job is.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::decision::{BatchPlan, JobView, Offence, plan_batch, quarantine_reason};
+use super::{Store, now_ms};
+use crate::backend::{JobState, Rejection, ResultOutcome, StorageBackend};
+use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
+
+impl<B: StorageBackend> Store<B> {
+    pub(super) async fn complete_batch(
+        &self,
+        completions: &[Completion],
+    ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
+        let now = now_ms();
+        let mut tx = self.backend.begin().await?;
+        // The reporting identities first (a quarantine in progress finishes
+        // before their reports are weighed, and sees them if they commit first).
+        self.lock_identities(&mut tx, completions.iter().map(|c| c.worker.as_str())).await?;
+        let mut ids: Vec<JobId> = completions.iter().map(|c| c.job_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let jobs = self.load_jobs(&mut tx, &ids).await?;
+        let plan = plan_batch(jobs, completions, now);
+        let finished = self.apply_plan(&mut tx, &plan, now).await?;
+        self.backend.commit(tx).await?;
+        self.finished.lock().expect("never poisoned").extend(finished);
+        Ok(plan.outcomes)
+    }
+
+    /// Takes the lock of each identity, in name order, before any row:
+    /// every transaction that takes identity locks takes them first, so
+    /// they add no deadlock of their own (a quarantine of another identity
+    /// inside a batch is the exception; Postgres breaks such a rare cycle
+    /// and the call is retried).
+    pub(super) async fn lock_identities<'a>(
+        &self,
+        tx: &mut B::Tx,
+        workers: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), StoreError> {
+        let workers: Vec<&str> = workers.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
+        self.backend.lock_identities(tx, &workers).await
+    }
+
+    /// The jobs `ids` (sorted), locked in id order (so concurrent batches
+    /// cannot deadlock), each with the votes of its current round.
+    async fn load_jobs(&self, tx: &mut B::Tx, ids: &[JobId]) -> Result<HashMap<JobId, JobView>, StoreError> {
+        let rows = self.backend.load_jobs(tx, ids).await?;
+        let mut jobs = HashMap::with_capacity(rows.len());
+        // Jobs with votes this round; and done jobs without (see
+        // `JobRecord::votes`), whose accepted result is the only vote,
+        // needed to recognise a repeat.
+        let mut voted = Vec::new();
+        for row in rows {
+            if row.votes > 0 || row.lease.state == JobState::Done {
+                voted.push(row.id);
+            }
+            let job = JobView {
+                run: row.run,
+                class: row.class,
+                key: row.key,
+                counter_version: row.counter_version,
+                lease: row.lease,
+                attempt: row.attempt,
+                redundancy: row.redundancy,
+                cancelled: row.cancelled,
+                round: row.round,
+                votes: Vec::new(),
+            };
+            jobs.insert(row.id, (job, row.votes));
+        }
+        for vote in self.backend.load_votes(tx, &voted).await? {
+            let Some((job, votes)) = jobs.get_mut(&vote.job) else { continue };
+            // A job without votes counted is done: only its accepted result is a vote.
+            if vote.round == job.round && (*votes > 0 || vote.outcome == ResultOutcome::Accepted) {
+                job.votes.push((vote.worker, vote.count));
+            }
+        }
+        Ok(jobs.into_iter().map(|(id, (job, _))| (id, job)).collect())
+    }
+
+    /// Writes what [`plan_batch`] decided, in the caller's transaction;
+    /// returns the runs it finished.
+    async fn apply_plan(&self, tx: &mut B::Tx, plan: &BatchPlan, now: i64) -> Result<Vec<RunId>, StoreError> {
+        for r in &plan.rejections {
+            tracing::warn!(job = r.job, worker = %r.worker, count = r.count, reason = %r.reason, "result rejected");
+        }
+        for (job, votes) in &plan.conflicts {
+            tracing::error!(job, ?votes, "no quorum: the job fails with a conflict");
+        }
+        self.backend.insert_results(tx, &plan.results, now).await?;
+        self.backend.mark_decided(tx, &plan.jobs, now).await?;
+        let conflicts: Vec<JobId> = plan.conflicts.keys().copied().collect();
+        self.backend.flag_conflicts(tx, &conflicts).await?;
+        self.backend.add_to_classes(tx, &plan.classes).await?;
+        self.backend.add_to_worker_stats(tx, &plan.workers, now).await?;
+        self.record_rejections(tx, &plan.rejections, now).await?;
+        // Each run's counters, then its finish if this was its last job.
+        let mut finished = Vec::new();
+        for (&run, change) in &plan.runs {
+            self.backend.add_to_run(tx, run, change).await?;
+            if change.done > 0 && self.finish_if_complete(tx, run).await? {
+                finished.push(run);
+            }
+        }
+        Ok(finished)
+    }
+
+    /// Appends rejections and quarantines every identity that reached the
+    /// limit: its leases are released at once and its results counted again.
+    pub(super) async fn record_rejections(
+        &self,
+        tx: &mut B::Tx,
+        rejections: &[Rejection],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.backend.insert_rejections(tx, rejections, now).await?;
+        let workers: BTreeSet<&str> = rejections.iter().map(|r| r.worker.as_str()).collect();
+        for worker in workers {
+            let rejected = self.backend.rejections_of(tx, worker).await?;
+            if let Some(reason) = quarantine_reason(Offence::Rejected, rejected, &self.config) {
+                self.quarantine_in(tx, worker, &reason, now).await?;
+            }
+        }
+        Ok(())
+    }
+}

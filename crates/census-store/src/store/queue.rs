@@ -1,0 +1,144 @@
+//! The queue's rules: who may lease (not a quarantined identity, not past
+//! its lease cap), how long a lease lives (the run's own lifetime or the
+//! coordinator's, whichever is longer), which runs go first, and whether
+//! anything is left for an identity.
+
+use std::time::Duration;
+
+use super::{Store, now_ms};
+use crate::backend::{ExtendLeases, JobState, LeaseJobs, OpenTo, StorageBackend, Waiting};
+use crate::{HeartbeatOutcome, Lease, RunId, StoreError};
+
+/// A lease token prefix, random for every lease call; the job id and
+/// attempt number complete it, so two attempts never share a token.
+fn token_salt() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+impl<B: StorageBackend> Store<B> {
+    /// The longest a lease of a run lives, heartbeated: the coordinator's
+    /// limit, or the run's own (its census's `Census::longest_lease`,
+    /// recorded when it was created) where that is longer. So an operator
+    /// who raises `--max-lease-lifetime` raises it for every run.
+    fn run_lease_lifetime(&self, max_lease_ms: Option<i64>) -> Duration {
+        let own = Duration::from_millis(max_lease_ms.unwrap_or(0).max(0) as u64);
+        own.max(self.config.max_lease_lifetime)
+    }
+
+    /// An identity votes once per job and round, and is not handed a job it
+    /// failed `max_attempts` times since the job was last requeued.
+    fn max_failures(&self) -> u32 {
+        self.config.max_attempts.max(1)
+    }
+
+    pub(super) async fn lease_jobs(
+        &self,
+        run: Option<RunId>,
+        worker: &str,
+        max: u32,
+        ttl: Duration,
+    ) -> Result<Vec<Lease>, StoreError> {
+        crate::check_identity(worker)?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        if let Some(run) = run {
+            self.run_facts(run).await?;
+        }
+        let now = now_ms();
+        // Counting the identity's leases and adding to them is one step
+        // under its lock: concurrent calls of one identity cannot each see
+        // room under the cap.
+        let mut tx = self.backend.begin().await?;
+        self.lock_identities(&mut tx, [worker]).await?;
+        if self.backend.is_quarantined(Some(&mut tx), worker).await? {
+            return Ok(Vec::new());
+        }
+        let held = self.backend.held_leases(&mut tx, worker, now).await?;
+        let max = i64::from(max).min(i64::from(self.config.max_leases_per_worker) - held);
+        if max <= 0 {
+            return Ok(Vec::new());
+        }
+        let salt = token_salt();
+        let runs = self.backend.open_runs(Some(&mut tx), run).await?;
+        // Runs in priority order; in each, expired leases first (few), then
+        // pending jobs in id order.
+        let mut leased = Vec::new();
+        'runs: for open in runs {
+            let ttl = ttl.min(self.run_lease_lifetime(open.max_lease_ms));
+            for waiting in [Waiting::Expired, Waiting::Pending] {
+                let wanted = max - leased.len() as i64;
+                if wanted <= 0 {
+                    break 'runs;
+                }
+                let lease = LeaseJobs {
+                    run: open.id,
+                    waiting,
+                    wanted,
+                    worker,
+                    now,
+                    expires_at: now + ttl.as_millis() as i64,
+                    token_salt: &salt,
+                    max_failures: self.max_failures(),
+                };
+                leased.extend(self.backend.lease_jobs(&mut tx, &lease).await?);
+            }
+        }
+        self.backend.commit(tx).await?;
+        let mut leases = Vec::with_capacity(leased.len());
+        for job in leased {
+            leases.push(Lease {
+                job_id: job.id,
+                run_id: job.run,
+                census: self.run_facts(job.run).await?.census,
+                key: job.key,
+                attempt: job.attempt,
+                token: job.token,
+            });
+        }
+        leases.sort_by_key(|lease| lease.job_id);
+        Ok(leases)
+    }
+
+    pub(super) async fn work_left_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError> {
+        if self.backend.is_quarantined(None, worker).await? {
+            return Ok(false);
+        }
+        let runs = self.backend.open_runs(None, run).await?;
+        for state in [JobState::Pending, JobState::Leased] {
+            for open in &runs {
+                let open = OpenTo { run: open.id, state, worker, max_failures: self.max_failures() };
+                if self.backend.has_job_open_to(&open).await? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    pub(super) async fn extend_leases(
+        &self,
+        worker: &str,
+        tokens: &[String],
+        ttl: Duration,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        let now = now_ms();
+        let extend = ExtendLeases {
+            worker,
+            tokens,
+            now,
+            expires_at: now + ttl.as_millis() as i64,
+            max_lifetime_ms: self.config.max_lease_lifetime.as_millis() as i64,
+        };
+        let extended = self.backend.extend_leases(&extend).await?;
+        let mut outcome = HeartbeatOutcome::default();
+        for token in tokens {
+            if extended.contains(token) {
+                outcome.extended.push(token.clone());
+            } else {
+                outcome.lost.push(token.clone());
+            }
+        }
+        Ok(outcome)
+    }
+}
