@@ -481,7 +481,7 @@ impl Census {
             Census::Shape { rows: 2, cols, .. } => JobCounter::Shape { c: cols },
             Census::Shape { rows, .. } => JobCounter::ThreeBands {
                 r: rows,
-                tables: three_bands::TablePool::new(rows).expect("three-band shapes have 2 to 4 rows"),
+                table: three_bands::SharedTable::new(rows).expect("three-band shapes have 2 to 4 rows"),
             },
             Census::Synthetic { jobs, salt } => JobCounter::Synthetic { jobs, salt },
         }
@@ -620,11 +620,11 @@ pub enum JobCounter {
     Shape {
         c: usize,
     },
-    /// r x 3 boxes by three bands, with the stack-pair tables of the
-    /// process ([`three_bands::TablePool`]).
+    /// r x 3 boxes by three bands, with the stack-pair table of the
+    /// process ([`three_bands::SharedTable`]: one table a process, shared by its threads).
     ThreeBands {
         r: usize,
-        tables: three_bands::TablePool,
+        table: three_bands::SharedTable,
     },
     /// The load test's made-up counts ([`synthetic::count_key`]).
     Synthetic {
@@ -665,11 +665,11 @@ impl JobCounter {
                 }
                 shapes::count_job_cancellable(key, cancel).map_err(|e| bad(e.to_string()))?
             }
-            JobCounter::ThreeBands { r, tables } => {
+            JobCounter::ThreeBands { r, table } => {
                 if !key.starts_with(&format!("{r}x3:")) {
                     return Err(bad(format!("not a {r} x 3 key")));
                 }
-                match tables.count_job(key, cancel) {
+                match table.count_job(key, cancel) {
                     Ok(count) => Some(count),
                     Err(three_bands::ThreeBandError::Cancelled) => None,
                     Err(e) => return Err(bad(e.to_string())),
@@ -683,11 +683,11 @@ impl JobCounter {
     /// The counts of several jobs, each as [`JobCounter::count_cancellable`]
     /// would give it, counted together where that is cheaper (4x3
     /// gangsters that share their first three stacks read the same table
-    /// rows: [`three_bands::TablePool::count_many`]). A key that cannot be
+    /// rows: [`three_bands::SharedTable::count_many`]). A key that cannot be
     /// read fails alone; once `cancel` is set the jobs not yet counted are
     /// [`CensusError::Cancelled`].
     pub fn count_many(&self, keys: &[&str], cancel: &AtomicBool) -> Vec<Result<u128, CensusError>> {
-        let JobCounter::ThreeBands { r, tables } = self else {
+        let JobCounter::ThreeBands { r, table } = self else {
             return keys.iter().map(|key| self.count_cancellable(key, cancel)).collect();
         };
         let mut counts: Vec<Result<u128, CensusError>> = Vec::with_capacity(keys.len());
@@ -704,7 +704,7 @@ impl JobCounter {
             counts.push(pattern.map(|_| 0));
         }
         let patterns: Vec<three_bands::Pattern> = readable.iter().map(|(_, pattern)| pattern.clone()).collect();
-        match tables.count_many(&patterns, cancel) {
+        match table.count_many(&patterns, cancel) {
             Ok(together) => {
                 for ((index, _), count) in readable.iter().zip(together) {
                     counts[*index] = Ok(count);
@@ -879,7 +879,7 @@ mod tests {
     /// 28,200,960 in three_bands' tests).
     #[test]
     fn jobs_counted_together_count_as_alone() {
-        let counter = JobCounter::ThreeBands { r: 2, tables: three_bands::TablePool::new(2).unwrap() };
+        let counter = JobCounter::ThreeBands { r: 2, table: three_bands::SharedTable::new(2).unwrap() };
         let jobs = three_bands::jobs(2).unwrap();
         let mut keys: Vec<&str> = jobs.iter().map(|job| job.key.as_str()).collect();
         keys.insert(1, "2x3:not a pattern");
