@@ -269,12 +269,14 @@ impl Census {
 
     /// How many jobs, one after another in the job order, a worker's
     /// thread should count together: 4x3 gangsters next to each other
-    /// share their first three stacks, and counting a few dozen of them at
-    /// once costs little more than one ([`JobCounter::count_many`];
-    /// BENCHMARKS.md). 1 for the other kinds.
+    /// share their first three stacks (runs of 403 on average), and a
+    /// count of such a run reads each pair of table rows once for all of
+    /// them ([`JobCounter::count_many`]): alone a gangster costs about 60
+    /// core-seconds, in a run of 256 about 4 to 5 (BENCHMARKS.md). 256
+    /// keeps a thread's run within half an hour. 1 for the other kinds.
     pub fn jobs_counted_together(&self) -> u32 {
         match self {
-            Census::Shape { rows, .. } if *rows != 2 => 32,
+            Census::Shape { rows, .. } if *rows != 2 => 256,
             _ => 1,
         }
     }
@@ -287,9 +289,9 @@ impl Census {
     /// jobs take seconds at most, the coordinator's limit serves.
     ///
     /// A 4 x 3 thread leases [`Census::jobs_counted_together`] gangsters,
-    /// about 100 s each counted alone and 150 s more to fill its table
-    /// (BENCHMARKS.md): under an hour here, so four hours leaves room for a
-    /// slower or busier machine. A 2 x 6 job by search takes an hour
+    /// about 5 s each counted together and about 120 s more to fill the
+    /// process's table (BENCHMARKS.md): under an hour here, so four hours
+    /// leaves room for a slower or busier machine. A 2 x 6 job by search takes an hour
     /// (median; 2.9 h at most in a sample of 50): twelve hours.
     ///
     /// ```
@@ -896,7 +898,7 @@ mod tests {
         assert_eq!(together.iter().filter(|count| count.is_ok()).count(), jobs.len());
         let stopped = AtomicBool::new(true);
         assert!(counter.count_many(&keys[..1], &stopped).iter().all(|c| matches!(c, Err(CensusError::Cancelled))));
-        assert_eq!(Census::Shape { rows: 4, cols: 3, gangsters: None }.jobs_counted_together(), 32);
+        assert_eq!(Census::Shape { rows: 4, cols: 3, gangsters: None }.jobs_counted_together(), 256);
         assert_eq!(Census::EssentiallyDifferent.jobs_counted_together(), 1);
     }
 
