@@ -873,11 +873,25 @@ impl SharedTable {
     /// group, so for r = 4 a gangster in a group of 30 costs about an eighth
     /// of one counted alone (BENCHMARKS.md).
     pub fn count_many(&self, patterns: &[Pattern], cancel: &AtomicBool) -> Result<Vec<u128>, ThreeBandError> {
+        self.count_part(patterns, 0, 1, cancel)
+    }
+
+    /// Part `part` of `parts` of [`SharedTable::count_many`]
+    /// ([`stack_pairs::StackPairTable::completions_in_part`]): the parts
+    /// 0 .. parts add up to the counts, so several threads can share the
+    /// count of one group. Panics unless part < parts.
+    pub fn count_part(
+        &self,
+        patterns: &[Pattern],
+        part: usize,
+        parts: usize,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
         if let Some(other) = patterns.iter().find(|p| p.r() != self.r) {
             return Err(ThreeBandError::UnsupportedShape { r: other.r() });
         }
         // A cancelled count leaves only whole rows behind: the table stays good.
-        let gs = self.table.completions_of_many(patterns, cancel)?;
+        let gs = self.table.completions_in_part(patterns, part, parts, cancel)?;
         Ok(patterns.iter().zip(gs).map(|(pattern, g)| band_count(pattern) * g).collect())
     }
 }

@@ -653,6 +653,10 @@ impl StackPairTable {
         self.splits.nodes.len()
     }
 
+    #[doc(hidden)]
+    pub fn scratch_rows(&self) -> &[OnceLock<Box<[u32]>>] {
+        &self.rows
+    }
     /// Rows filled by colouring so far.
     pub fn rows_coloured(&self) -> u64 {
         self.coloured.load(Ordering::Relaxed)
@@ -753,7 +757,7 @@ impl StackPairTable {
     /// b(middle) x b(bottom). `cancel` is read once per choice of the first
     /// two stacks and before each row the table fills.
     pub fn completions(&self, pattern: &Pattern, cancel: &AtomicBool) -> Result<u128, ThreeBandError> {
-        Ok(self.completions_of_group(std::slice::from_ref(pattern), cancel)?[0])
+        Ok(self.completions_of_group(std::slice::from_ref(pattern), 0, 1, cancel)?[0])
     }
 
     /// G of each pattern, the patterns counted together wherever their top
@@ -764,6 +768,22 @@ impl StackPairTable {
     /// digit for digit when their first r - 1 stacks are one class (359
     /// such groups for r = 4, 403 gangsters each on average).
     pub fn completions_of_many(&self, patterns: &[Pattern], cancel: &AtomicBool) -> Result<Vec<u128>, ThreeBandError> {
+        self.completions_in_part(patterns, 0, 1, cancel)
+    }
+
+    /// Part `part` of `parts` of [`StackPairTable::completions_of_many`]:
+    /// the terms of every `parts`-th choice of the first two stacks from
+    /// the `part`-th. The parts 0 .. parts add up to G, so that several
+    /// threads can share the count of one group (each its own part, all on
+    /// this table). Panics unless part < parts.
+    pub fn completions_in_part(
+        &self,
+        patterns: &[Pattern],
+        part: usize,
+        parts: usize,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
+        assert!(part < parts, "part {part} of {parts}");
         let r = self.r;
         let mut groups: Vec<(Vec<[u8; MAX_R]>, Vec<usize>)> = Vec::new();
         for (index, pattern) in patterns.iter().enumerate() {
@@ -780,7 +800,7 @@ impl StackPairTable {
         let mut out = vec![0u128; patterns.len()];
         for (_, members) in groups {
             let group: Vec<Pattern> = members.iter().map(|&i| patterns[i].clone()).collect();
-            for (i, g) in members.into_iter().zip(self.completions_of_group(&group, cancel)?) {
+            for (i, g) in members.into_iter().zip(self.completions_of_group(&group, part, parts, cancel)?) {
                 out[i] = g;
             }
         }
@@ -788,8 +808,15 @@ impl StackPairTable {
     }
 
     /// G of each pattern of a group whose top bands share the first r - 1
-    /// stacks digit for digit ([`StackPairTable::completions_of_many`]).
-    fn completions_of_group(&self, patterns: &[Pattern], cancel: &AtomicBool) -> Result<Vec<u128>, ThreeBandError> {
+    /// stacks digit for digit ([`StackPairTable::completions_of_many`]), or
+    /// part `part` of `parts` of it ([`StackPairTable::completions_in_part`]).
+    fn completions_of_group(
+        &self,
+        patterns: &[Pattern],
+        part: usize,
+        parts: usize,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
         let r = self.r;
         if let Some(other) = patterns.iter().find(|p| p.r() != r) {
             return Err(ThreeBandError::UnsupportedShape { r: other.r() });
@@ -799,7 +826,7 @@ impl StackPairTable {
             // Two stacks: the members differ in the stack the pairs are made of.
             let mut out = Vec::with_capacity(patterns.len());
             for pattern in patterns {
-                out.push(self.completions(pattern, cancel)?);
+                out.push(self.completions_of_group(std::slice::from_ref(pattern), part, parts, cancel)?[0]);
             }
             return Ok(out);
         }
@@ -856,7 +883,7 @@ impl StackPairTable {
         let third = if r == 4 { shared[2].clone() } else { Vec::new() };
         let (mut x_m, mut x_l) = (vec![0u16; third.len()], vec![0u16; third.len()]);
         let mut totals = vec![0u128; patterns.len()];
-        for (node_m, node_l, perm_m, perm_l) in pairs {
+        for (node_m, node_l, perm_m, perm_l) in pairs.into_iter().skip(part).step_by(parts) {
             if cancel.load(Ordering::Relaxed) {
                 return Err(ThreeBandError::Cancelled);
             }
@@ -1050,8 +1077,28 @@ mod tests {
         let patterns: Vec<Pattern> = gangsters(3).unwrap().into_iter().map(|class| class.pattern).collect();
         let prefix = |p: &Pattern| -> Vec<[u8; 2]> { p.digit_vectors().iter().map(|v| [v[0], v[1]]).collect() };
         let other = patterns.iter().find(|p| prefix(p) != prefix(&patterns[0])).expect("two groups at least");
-        let error = table.completions_of_group(&[patterns[0].clone(), other.clone()], &never).unwrap_err();
+        let error = table.completions_of_group(&[patterns[0].clone(), other.clone()], 0, 1, &never).unwrap_err();
         assert!(error.to_string().contains("does not share its first 2 stacks"), "{error}");
+    }
+
+    /// The parts of a count add up to it, in any number of parts (more
+    /// parts than first-stack choices included).
+    #[test]
+    fn parts_add_up_to_the_count() {
+        let never = AtomicBool::new(false);
+        for r in [2, 3] {
+            let table = StackPairTable::new(r).unwrap();
+            let patterns: Vec<Pattern> = gangsters(r).unwrap().into_iter().map(|class| class.pattern).collect();
+            let whole = table.completions_of_many(&patterns, &never).unwrap();
+            for parts in [2, 3, 1000] {
+                let mut sum = vec![0u128; patterns.len()];
+                for part in 0..parts {
+                    let share = table.completions_in_part(&patterns, part, parts, &never).unwrap();
+                    sum.iter_mut().zip(share).for_each(|(total, g)| *total += g);
+                }
+                assert_eq!(sum, whole, "r = {r}, {parts} parts");
+            }
+        }
     }
 
     /// G by the table equals the plain sum for every class of r = 2 and 3.
