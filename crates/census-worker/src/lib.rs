@@ -110,9 +110,11 @@ pub fn batch_for_rate(jobs: usize, elapsed: Duration, threads: usize, lease_ttl:
 
 /// The least batch for a census whose threads count `together` jobs at
 /// once ([`Census::jobs_counted_together`]): that many a thread, however
-/// long each takes, within `LARGEST_BATCH`.
+/// long each takes, within the protocol's largest batch (above
+/// `LARGEST_BATCH`, which bounds batches of short jobs: a 4x3 worker with
+/// 16 threads asks for 4,096 gangsters, 256 a thread).
 pub fn batch_counted_together(together: u32, threads: usize) -> u32 {
-    (together as usize).saturating_mul(threads).clamp(1, LARGEST_BATCH as usize) as u32
+    (together as usize).saturating_mul(threads).clamp(1, census_proto::limits::MAX_BATCH as usize) as u32
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(200);
@@ -722,16 +724,17 @@ mod tests {
         assert_eq!(batch_for_rate(125, Duration::from_millis(125), 4, TTL), 1000);
     }
 
-    /// 4x3 gangsters are counted a few dozen at a time on each thread
+    /// 4x3 gangsters are counted a few hundred at a time on each thread
     /// however long they take; other kinds as their rate says.
     #[test]
     fn jobs_counted_together_are_leased_together() {
         let twelve: Census = "shape boxes=4x3".parse().unwrap();
         let slow = batch_for_rate(2, Duration::from_secs(200), 2, TTL);
         assert_eq!(slow, 2);
-        assert_eq!(slow.max(batch_counted_together(twelve.jobs_counted_together(), 2)), 64);
+        assert_eq!(slow.max(batch_counted_together(twelve.jobs_counted_together(), 2)), 512);
+        assert_eq!(batch_counted_together(twelve.jobs_counted_together(), 16), 4096);
         assert_eq!(batch_counted_together(Census::EssentiallyDifferent.jobs_counted_together(), 2), 2);
-        assert_eq!(batch_counted_together(32, 1024), LARGEST_BATCH);
+        assert_eq!(batch_counted_together(256, 1024), census_proto::limits::MAX_BATCH);
         assert_eq!(batch_counted_together(0, 0), 1);
     }
 
