@@ -329,6 +329,15 @@ pub enum HeldBy<'a> {
     Identity(&'a str),
 }
 
+/// The lowest stage of a run of stages that holds a job in each state
+/// but done (`None`: no job in that state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LowestStages {
+    pub pending: Option<u32>,
+    pub leased: Option<u32>,
+    pub failed: Option<u32>,
+}
+
 /// What [`AnswerStorage::accepted_counts`] reads: the done jobs of a run
 /// (of one stage of it, in a run of stages), in id order after `after`.
 #[derive(Debug, Clone, Copy)]
@@ -683,14 +692,9 @@ pub trait QueueStorage: Transactions {
     async fn lease_jobs(&self, tx: &mut Self::Tx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError>;
     /// Whether any job of the run in the state is [`OpenTo`] the identity.
     async fn has_job_open_to(&self, open: &OpenTo<'_>) -> Result<bool, StoreError>;
-    /// The lowest stage of a run of stages that holds a job in one of
-    /// `states` (`None` if none does), in `tx` or on its own.
-    async fn lowest_stage(
-        &self,
-        tx: Option<&mut Self::Tx>,
-        run: RunId,
-        states: &[JobState],
-    ) -> Result<Option<u32>, StoreError>;
+    /// The lowest stage of a run of stages holding a pending, a leased and
+    /// a failed job, read at once (so the three agree), in `tx` or on its own.
+    async fn lowest_stages(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<LowestStages, StoreError>;
     /// Extends the leases [`ExtendLeases`] names; returns the tokens extended.
     async fn extend_leases(&self, extend: &ExtendLeases<'_>) -> Result<HashSet<String>, StoreError>;
     /// Puts leased jobs back to pending, their leases retired.

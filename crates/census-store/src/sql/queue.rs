@@ -10,7 +10,8 @@ use sqlx::FromRow;
 
 use super::{LeaseColumns, SqlBackend, SqlTx, placeholders};
 use crate::backend::{
-    ExtendLeases, HeldBy, JobState, LeaseJobs, LeaseRecord, LeasedJob, OpenRun, OpenTo, QueueStorage, Waiting,
+    ExtendLeases, HeldBy, JobState, LeaseJobs, LeaseRecord, LeasedJob, LowestStages, OpenRun, OpenTo, QueueStorage,
+    Waiting,
 };
 use crate::{JobId, RunId, StoreError};
 
@@ -35,6 +36,13 @@ struct LeasedRow {
 struct OpenRunRow {
     id: RunId,
     max_lease_ms: Option<i64>,
+}
+
+/// A state's lowest stage in a run.
+#[derive(FromRow)]
+struct LowestRow {
+    state: String,
+    stage: Option<i64>,
 }
 
 /// A job's lease, as fencing reads it.
@@ -140,33 +148,40 @@ impl QueueStorage for SqlBackend {
         Ok(sqlx::query(&sql).bind(open.worker).bind(open.run).fetch_optional(&self.pool).await?.is_some())
     }
 
-    async fn lowest_stage(
-        &self,
-        tx: Option<&mut SqlTx>,
-        run: RunId,
-        states: &[JobState],
-    ) -> Result<Option<u32>, StoreError> {
-        if states.is_empty() {
-            return Ok(None);
-        }
-        // The least of each state's least stage: one probe of the staged
-        // index a state, where a MIN over them all would read every row.
+    async fn lowest_stages(&self, tx: Option<&mut SqlTx>, run: RunId) -> Result<LowestStages, StoreError> {
+        // One statement, so one snapshot; each state's least stage is one
+        // probe of the staged index.
+        let states = [JobState::Pending, JobState::Leased, JobState::Failed];
         let lowest: Vec<String> = states
             .iter()
             .map(|state| {
                 format!(
-                    "SELECT MIN(stage) AS stage FROM jobs WHERE run_id = $1 AND state = '{}' AND stage IS NOT NULL",
+                    "SELECT '{0}' AS state, MIN(stage) AS stage FROM jobs
+                     WHERE run_id = $1 AND state = '{0}' AND stage IS NOT NULL",
                     state.as_str()
                 )
             })
             .collect();
-        let sql = format!("SELECT MIN(stage) FROM ({}) lowest", lowest.join(" UNION ALL "));
-        let query = sqlx::query_scalar::<_, Option<i64>>(&sql).bind(run);
-        let stage = match tx {
-            Some(tx) => query.fetch_one(&mut **tx).await?,
-            None => query.fetch_one(&self.pool).await?,
+        let sql = lowest.join(" UNION ALL ");
+        let query = sqlx::query_as::<_, LowestRow>(&sql).bind(run);
+        let rows = match tx {
+            Some(tx) => query.fetch_all(&mut **tx).await?,
+            None => query.fetch_all(&self.pool).await?,
         };
-        stage.map(|stage| u32::try_from(stage).map_err(|_| StoreError::Internal(format!("stage {stage}")))).transpose()
+        let mut lowest = LowestStages::default();
+        for row in rows {
+            let stage = row
+                .stage
+                .map(|stage| u32::try_from(stage).map_err(|_| StoreError::Internal(format!("stage {stage}"))))
+                .transpose()?;
+            match row.state.parse::<JobState>()? {
+                JobState::Pending => lowest.pending = stage,
+                JobState::Leased => lowest.leased = stage,
+                JobState::Failed => lowest.failed = stage,
+                JobState::Done => {}
+            }
+        }
+        Ok(lowest)
     }
 
     async fn extend_leases(&self, extend: &ExtendLeases<'_>) -> Result<HashSet<String>, StoreError> {
