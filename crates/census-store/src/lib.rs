@@ -9,8 +9,9 @@
 //!
 //! The store is cut at a seam. Above it, [`Store`] holds the rules, written
 //! once and free of any database: votes, quorum, conflicts, the fold at
-//! finish and its checks, quarantine reaching back, failing for good (the
-//! deciding functions are pure and unit-tested). Below it, a
+//! finish and its checks, quarantine reaching back, failing for good, a
+//! run of stages leased a stage at a time (the deciding functions are pure
+//! and unit-tested). Below it, a
 //! [`backend::StorageBackend`] is a set of named storage operations (lease
 //! jobs, load jobs and votes, insert results, mark decided, add to classes,
 //! page a run for a fold, write the answer, ...), each a verb, none a
