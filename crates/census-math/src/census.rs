@@ -96,7 +96,9 @@ pub struct JobSpec {
     pub key: String,
     /// What the job's count is added into, for auditing: a class.
     pub group: String,
-    /// How much the group's count weighs in the answer (a class size).
+    /// How much the group's count weighs in the answer (a class size); 0
+    /// for a group whose count is no part of the answer (a layer job's
+    /// digest).
     pub weight: u128,
 }
 
@@ -500,7 +502,9 @@ impl Census {
             Census::Shape { rows: 2, .. } => "band-f/1".to_string(),
             Census::Shape { .. } => "three-bands/1".to_string(),
             Census::Synthetic { .. } => "synthetic/1".to_string(),
-            Census::Layers { .. } => "layers/1".to_string(),
+            // 2: map and reduce jobs weigh 0 and runs are stage-gated (a run
+            // made by layers/1 could not be counted through a store).
+            Census::Layers { .. } => "layers/2".to_string(),
         }
     }
 
@@ -1001,9 +1005,14 @@ mod tests {
             }
             let answer = census.fold(&jobs, &counts).unwrap();
             assert_eq!(answer.value.to_string(), grids);
+            // The data jobs weigh 0: a store's weighted sum (weight x sum^2
+            // over the groups, one job each) is the answer.
+            let weighted: BigUint =
+                jobs.iter().zip(&counts).map(|(job, &count)| BigUint::from(job.weight) * count * count).sum();
+            assert_eq!(weighted, answer.value);
             assert_eq!(census.published(), Some(answer.value));
             assert_eq!(census.default_check(), CheckPolicy { quorum: 2, recount_fraction: 0.0 });
-            assert_eq!((census.class_power(), census.counter_version().as_str()), (2, "layers/1"));
+            assert_eq!((census.class_power(), census.counter_version().as_str()), (2, "layers/2"));
             assert!(census.fold(&jobs[1..], &counts[1..]).is_err(), "every job, the data jobs too");
         }
     }

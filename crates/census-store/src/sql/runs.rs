@@ -131,16 +131,17 @@ impl RunStorage for SqlBackend {
         jobs: &[NewJob<'_>],
         now: i64,
     ) -> Result<Inserted<()>, StoreError> {
-        for rows in jobs.chunks(self.dialect.rows_per_statement(1000, 2)) {
-            let values: Vec<String> =
-                (0..rows.len()).map(|i| format!("($1, ${}, ${}, $2, $2)", i * 2 + 3, i * 2 + 4)).collect();
+        for rows in jobs.chunks(self.dialect.rows_per_statement(1000, 3)) {
+            let values: Vec<String> = (0..rows.len())
+                .map(|i| format!("($1, ${}, ${}, ${}, $2, $2)", i * 3 + 3, i * 3 + 4, i * 3 + 5))
+                .collect();
             let sql = format!(
-                "INSERT INTO jobs (run_id, class_id, key, created_at, updated_at) VALUES {}",
+                "INSERT INTO jobs (run_id, class_id, key, stage, created_at, updated_at) VALUES {}",
                 values.join(", ")
             );
             let mut query = sqlx::query(&sql).bind(run).bind(now);
             for job in rows {
-                query = query.bind(job.class).bind(job.key);
+                query = query.bind(job.class).bind(job.key).bind(job.stage.map(i64::from));
             }
             if let Err(error) = query.execute(&mut **tx).await {
                 return Ok(Inserted::Duplicate(duplicate(error)?));
