@@ -7,22 +7,10 @@
 # Prints the wall time from the coordinator's start to the final N0.
 set -euo pipefail
 stage=${1:?stage}; counter=${2:?counter}; workers=${3:?workers}; threads=${4:-1}
-cd "$(dirname "$0")/.."
-cargo build --release -q -p census
-census=$PWD/target/release/census
-bin=$(dirname "$(readlink -f "$(command -v initdb || echo /usr/lib/postgresql/15/bin/initdb)")")
-dir=$(mktemp -d /tmp/census-bench-XXXXXX); chmod 777 "$dir"
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-gport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-as_pg "$bin/initdb" -D "$dir/data" -U census -A trust --no-sync >/dev/null
-as_pg "$bin/postgres" -D "$dir/data" -p "$port" -h 127.0.0.1 -k "$dir" -c fsync=off -c synchronous_commit=off >"$dir/pg.log" 2>&1 &
-pg=$!
+source "$(dirname "$0")/throwaway-postgres.sh"
+gport=$(free_port)
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; kill $pg 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$dir"; }
-trap cleanup EXIT
-until "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; do sleep 0.1; done
-url="postgres://census@127.0.0.1:$port/postgres"
+on_exit() { kill "${pids[@]}" 2>/dev/null || true; }
 # Each worker its own identity and token, as a deployment would have.
 for i in $(seq "$workers"); do
   "$census" token create --database "$url" --role worker --name "w$i" --output "$dir/w$i.token" >/dev/null

@@ -3,7 +3,10 @@
 //! server reflection serves.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read at run time, not with env!: cargo reuses a compiled build script
+    // for the same package in another checkout (a moved or copied target
+    // dir), and a path baked in at compile time would point at the old one.
+    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let file = root.join("census/v1/census.proto");
     println!("cargo:rerun-if-changed={}", file.display());
     let descriptors = protox::compile([&file], [&root])?;

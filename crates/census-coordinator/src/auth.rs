@@ -87,6 +87,7 @@ pub const POLICY: &[(&str, Need)] = &[
     ("/census.v1.WorkerService/CompleteJobs", Need::Worker),
     ("/census.v1.WorkerService/CompleteJob", Need::Worker),
     ("/census.v1.WorkerService/FailJob", Need::Worker),
+    ("/census.v1.WorkerService/AcceptedCounts", Need::Worker),
     ("/census.v1.CensusService/CreateRun", Need::Operator),
     ("/census.v1.CensusService/ListRuns", Need::Read),
     ("/census.v1.CensusService/GetProgress", Need::Read),

@@ -4,7 +4,7 @@
 
 use census_math::census::Census;
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
-use census_proto::v1::{Job, JobOutcome, JobResult, Run};
+use census_proto::v1::{AcceptedCount, Job, JobOutcome, JobResult, Run};
 use census_store::{CompleteOutcome, Completion, Lease, RunSummary, StoreError};
 use tonic::Status;
 
@@ -66,6 +66,11 @@ pub(crate) fn job_message(lease: Lease) -> Job {
         token: lease.token,
         attempt: lease.attempt,
     }
+}
+
+/// A stage's accepted count as a worker reads it.
+pub(crate) fn accepted_message(accepted: census_store::AcceptedCount) -> AcceptedCount {
+    AcceptedCount { job_id: accepted.job_id, key: accepted.key, count: accepted.count.to_string() }
 }
 
 /// Checks a reported result's form; the store checks it against the job.

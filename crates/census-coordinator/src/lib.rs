@@ -1,6 +1,7 @@
 //! The census's gRPC coordinator.
 //!
-//! It serves `census.v1.WorkerService` (lease, heartbeat, complete, fail) and
+//! It serves `census.v1.WorkerService` (lease, heartbeat, complete, fail,
+//! what a stage of a run accepted) and
 //! `census.v1.CensusService` (runs, progress, results, classes, operator
 //! actions), plus the standard health and reflection services. Every call is
 //! authenticated ([`auth`]), every request field is bounded ([`limits`]),

@@ -1,19 +1,20 @@
-//! WorkerService: leasing, heartbeats, results and failures. The caller's
-//! identity is its token's name; results are checked against an
-//! independent count before the store sees them.
+//! WorkerService: leasing, heartbeats, results, failures, and what a stage
+//! accepted. The caller's identity is its token's name; results are
+//! checked against an independent count before the store sees them.
 
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_server::WorkerService;
 use census_proto::v1::{
-    CompleteJobRequest, CompleteJobsRequest, CompleteJobsResponse, FailJobRequest, FailJobResponse, HeartbeatRequest,
-    HeartbeatResponse, Job, JobOutcome, LeaseJobsRequest, LeaseJobsResponse,
+    AcceptedCountsRequest, AcceptedCountsResponse, CompleteJobRequest, CompleteJobsRequest, CompleteJobsResponse,
+    FailJobRequest, FailJobResponse, HeartbeatRequest, HeartbeatResponse, Job, JobOutcome, LeaseJobsRequest,
+    LeaseJobsResponse,
 };
 use census_store::{CompleteOutcome, Completion, LeaseCheck, StoreError};
 use tonic::{Request, Response, Status};
 
 use crate::admission::Admitted;
 use crate::auth::Caller;
-use crate::convert::{completion_of, job_message, outcome_of};
+use crate::convert::{accepted_message, completion_of, job_message, outcome_of};
 use crate::limits::{self, MAX_BATCH, MAX_REASON_LEN, MAX_TOKEN_LEN};
 use crate::{Api, status_of};
 
@@ -185,5 +186,29 @@ impl WorkerService for Api {
         limits::bounded("reason", &request.reason, MAX_REASON_LEN)?;
         self.0.store.fail(request.job_id, &request.token, &caller.name, &request.reason).await.map_err(status_of)?;
         Ok(Response::new(FailJobResponse {}))
+    }
+
+    async fn accepted_counts(
+        &self,
+        request: Request<AcceptedCountsRequest>,
+    ) -> Result<Response<AcceptedCountsResponse>, Status> {
+        Self::caller(&request)?;
+        let request = request.into_inner();
+        if request.run_id <= 0 {
+            return Err(Status::invalid_argument(format!("run_id {} is not a run", request.run_id)));
+        }
+        if request.after_job_id < 0 {
+            return Err(Status::invalid_argument(format!("after_job_id {} is not a job", request.after_job_id)));
+        }
+        // One more than a page tells whether more follow.
+        let mut counts = self
+            .0
+            .store
+            .accepted_counts(request.run_id, request.stage, request.after_job_id, MAX_BATCH + 1)
+            .await
+            .map_err(status_of)?;
+        let more = counts.len() > MAX_BATCH as usize;
+        counts.truncate(MAX_BATCH as usize);
+        Ok(Response::new(AcceptedCountsResponse { counts: counts.into_iter().map(accepted_message).collect(), more }))
     }
 }

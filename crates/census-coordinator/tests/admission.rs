@@ -148,6 +148,15 @@ impl JobStore for Gated {
     ) -> Result<Vec<ClassTotal>, StoreError> {
         self.inner.class_totals_from(run, first, limit).await
     }
+    async fn accepted_counts(
+        &self,
+        run: RunId,
+        stage: u32,
+        after: JobId,
+        limit: u32,
+    ) -> Result<Vec<census_store::AcceptedCount>, StoreError> {
+        self.inner.accepted_counts(run, stage, after, limit).await
+    }
     fn take_finished_runs(&self) -> Vec<RunId> {
         self.inner.take_finished_runs()
     }

@@ -982,6 +982,38 @@ async fn leases_are_bounded(store: Arc<dyn JobStore>) {
     assert_eq!(taken.len(), 440, "the hog's jobs went back to the queue");
 }
 
+/// What a stage accepted is read back exactly, and a request for a run or
+/// a stage that is not there, or a page before the first job, is refused
+/// with what was wrong (a run of one stage has stage 0 only).
+async fn accepted_counts_are_exact_and_bad_requests_say_why(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let counter = h.token("counter", Role::Worker).await;
+    let mut client = h.worker(&counter);
+    let jobs = lease(&mut client, run, 3).await;
+    complete(&mut client, jobs.iter().map(|j| report(j, true_count(j))).collect()).await;
+    let accepted = client
+        .accepted_counts(AcceptedCountsRequest { run_id: run, stage: 0, after_job_id: 0 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!accepted.more);
+    let read: Vec<(i64, String, String)> = accepted.counts.into_iter().map(|a| (a.job_id, a.key, a.count)).collect();
+    let counted: Vec<(i64, String, String)> =
+        jobs.iter().map(|j| (j.job_id, j.key.clone(), true_count(j).to_string())).collect();
+    assert_eq!(read, counted);
+    for (request, code, says) in [
+        (AcceptedCountsRequest { run_id: 0, stage: 0, after_job_id: 0 }, Code::InvalidArgument, "not a run"),
+        (AcceptedCountsRequest { run_id: run, stage: 0, after_job_id: -1 }, Code::InvalidArgument, "not a job"),
+        (AcceptedCountsRequest { run_id: run + 100, stage: 0, after_job_id: 0 }, Code::NotFound, "unknown run"),
+        (AcceptedCountsRequest { run_id: run, stage: 1, after_job_id: 0 }, Code::InvalidArgument, "stages 0 to 0"),
+    ] {
+        let refused = one_off(client.accepted_counts(request).await);
+        assert_eq!(refused.code(), code, "{refused:?}");
+        assert!(refused.message().contains(says), "{says}: {refused:?}");
+    }
+}
+
 /// A lease lives as long as its run allows: a run of a census whose jobs
 /// take hours (`Census::longest_lease`: four hours for 4x3) keeps its
 /// leases heartbeated past the coordinator's limit (2 s in these tests),
@@ -1168,6 +1200,7 @@ on_both_backends!(
     a_revoked_reader_stops_watching,
     no_request_can_stop_the_census,
     leases_are_bounded,
+    accepted_counts_are_exact_and_bad_requests_say_why,
     long_jobs_keep_their_leases_past_the_coordinators_limit,
     one_token_failing_every_job_cannot_stall_a_run,
     the_status_page_says_which_run_is_the_9x9_count,

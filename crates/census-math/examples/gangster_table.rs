@@ -45,7 +45,7 @@ fn main() {
     let published =
         parse_published_counts(include_str!("../tests/data/silver_4x3_gangster_counts.txt")).expect("the sample reads");
     let start = Instant::now();
-    let mut table = StackPairTable::new(4).expect("r = 4");
+    let table = StackPairTable::new(4).expect("r = 4");
     println!("table set up in {:.2} s", start.elapsed().as_secs_f64());
     let never = AtomicBool::new(false);
     if fill {

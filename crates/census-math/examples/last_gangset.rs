@@ -9,11 +9,11 @@
 //! against the other's, digits in common, up to the order of rows and
 //! columns). The example lists how many classes have all six pairs alike
 //! for each matrix, then (unless `--list`) counts those 53 classes, group by
-//! group on two threads (`TablePool::count_many`), and prints each one's
+//! group on two threads (`SharedTable::count_many`), and prints each one's
 //! G / 576 next to the published line it equals. With no file it compares
 //! with the sample in tests/data, which holds 12 of the 53. Exits 1 if a
-//! count is not published. About 2,500 CPU-s and 2.4 GB (two tables).
-use census_math::three_bands::{Pattern, TablePool, band_count, gangsters, parse_published_counts};
+//! count is not published. Both threads share one table (1.2 GB at most).
+use census_math::three_bands::{Pattern, SharedTable, band_count, gangsters, parse_published_counts};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 
@@ -85,16 +85,16 @@ fn main() {
         groups.entry(stacks).or_default().push(pattern.clone());
     }
     let groups: Vec<Vec<Pattern>> = groups.into_values().collect();
-    let pool = TablePool::new(4).expect("r = 4");
+    let table = SharedTable::new(4).expect("r = 4");
     let never = AtomicBool::new(false);
     let unmatched = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for half in [0, 1] {
-            let (groups, pool, never, published, unmatched) = (&groups, &pool, &never, &published, &unmatched);
+            let (groups, table, never, published, unmatched) = (&groups, &table, &never, &published, &unmatched);
             scope.spawn(move || {
                 for group in groups.iter().skip(half).step_by(2) {
                     let started = std::time::Instant::now();
-                    let counts = pool.count_many(group, never).expect("never cancelled");
+                    let counts = table.count_many(group, never).expect("never cancelled");
                     let seconds = started.elapsed().as_secs_f64();
                     for (pattern, count) in group.iter().zip(counts) {
                         let silver = count / band_count(pattern) / 576;

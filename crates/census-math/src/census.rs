@@ -100,7 +100,9 @@ pub struct JobSpec {
     pub key: String,
     /// What the job's count is added into, for auditing: a class.
     pub group: String,
-    /// How much the group's count weighs in the answer (a class size).
+    /// How much the group's count weighs in the answer (a class size); 0
+    /// for a group whose count is no part of the answer (a layer job's
+    /// digest).
     pub weight: u128,
 }
 
@@ -301,12 +303,14 @@ impl Census {
 
     /// How many jobs, one after another in the job order, a worker's
     /// thread should count together: 4x3 gangsters next to each other
-    /// share their first three stacks, and counting a few dozen of them at
-    /// once costs little more than one ([`JobCounter::count_many`];
-    /// BENCHMARKS.md). 1 for the other kinds.
+    /// share their first three stacks (runs of 403 on average), and a
+    /// count of such a run reads each pair of table rows once for all of
+    /// them ([`JobCounter::count_many`]): alone a gangster costs about 60
+    /// core-seconds, in a run of 256 about 4 to 5 (BENCHMARKS.md). 256
+    /// keeps a thread's run within half an hour. 1 for the other kinds.
     pub fn jobs_counted_together(&self) -> u32 {
         match self {
-            Census::Shape { rows, .. } if *rows != 2 => 32,
+            Census::Shape { rows, .. } if *rows != 2 => 256,
             _ => 1,
         }
     }
@@ -319,9 +323,9 @@ impl Census {
     /// jobs take seconds at most, the coordinator's limit serves.
     ///
     /// A 4 x 3 thread leases [`Census::jobs_counted_together`] gangsters,
-    /// about 100 s each counted alone and 150 s more to fill its table
-    /// (BENCHMARKS.md): under an hour here, so four hours leaves room for a
-    /// slower or busier machine. A 2 x 6 job by search takes an hour
+    /// about 5 s each counted together and about 120 s more to fill the
+    /// process's table (BENCHMARKS.md): under an hour here, so four hours
+    /// leaves room for a slower or busier machine. A 2 x 6 job by search takes an hour
     /// (median; 2.9 h at most in a sample of 50): twelve hours.
     ///
     /// ```
@@ -509,7 +513,9 @@ impl Census {
             Census::Shape { rows: 2, .. } => "band-f/1".to_string(),
             Census::Shape { .. } => "three-bands/1".to_string(),
             Census::Synthetic { .. } => "synthetic/1".to_string(),
-            Census::Layers { .. } => "layers/1".to_string(),
+            // 2: map and reduce jobs weigh 0 and runs are stage-gated (a run
+            // made by layers/1 could not be counted through a store).
+            Census::Layers { .. } => "layers/2".to_string(),
         }
     }
 
@@ -571,7 +577,7 @@ impl Census {
             Census::Shape { rows: 2, cols, .. } => JobCounter::Shape { c: cols },
             Census::Shape { rows, .. } => JobCounter::ThreeBands {
                 r: rows,
-                tables: three_bands::TablePool::new(rows).expect("three-band shapes have 2 to 4 rows"),
+                table: three_bands::SharedTable::new(rows).expect("three-band shapes have 2 to 4 rows"),
             },
             Census::Synthetic { jobs, salt } => JobCounter::Synthetic { jobs, salt },
             Census::Layers { c, .. } => JobCounter::Layers { c },
@@ -761,11 +767,11 @@ pub enum JobCounter {
     Shape {
         c: usize,
     },
-    /// r x 3 boxes by three bands, with the stack-pair tables of the
-    /// process ([`three_bands::TablePool`]).
+    /// r x 3 boxes by three bands, with the stack-pair table of the
+    /// process ([`three_bands::SharedTable`]: one table a process, shared by its threads).
     ThreeBands {
         r: usize,
-        tables: three_bands::TablePool,
+        table: three_bands::SharedTable,
     },
     /// The load test's made-up counts ([`synthetic::count_key`]).
     Synthetic {
@@ -812,11 +818,11 @@ impl JobCounter {
                 }
                 shapes::count_job_cancellable(key, cancel).map_err(|e| bad(e.to_string()))?
             }
-            JobCounter::ThreeBands { r, tables } => {
+            JobCounter::ThreeBands { r, table } => {
                 if !key.starts_with(&format!("{r}x3:")) {
                     return Err(bad(format!("not a {r} x 3 key")));
                 }
-                match tables.count_job(key, cancel) {
+                match table.count_job(key, cancel) {
                     Ok(count) => Some(count),
                     Err(three_bands::ThreeBandError::Cancelled) => None,
                     Err(e) => return Err(bad(e.to_string())),
@@ -836,11 +842,11 @@ impl JobCounter {
     /// The counts of several jobs, each as [`JobCounter::count_cancellable`]
     /// would give it, counted together where that is cheaper (4x3
     /// gangsters that share their first three stacks read the same table
-    /// rows: [`three_bands::TablePool::count_many`]). A key that cannot be
+    /// rows: [`three_bands::SharedTable::count_many`]). A key that cannot be
     /// read fails alone; once `cancel` is set the jobs not yet counted are
     /// [`CensusError::Cancelled`].
     pub fn count_many(&self, keys: &[&str], cancel: &AtomicBool) -> Vec<Result<u128, CensusError>> {
-        let JobCounter::ThreeBands { r, tables } = self else {
+        let JobCounter::ThreeBands { r, table } = self else {
             return keys.iter().map(|key| self.count_cancellable(key, cancel)).collect();
         };
         let mut counts: Vec<Result<u128, CensusError>> = Vec::with_capacity(keys.len());
@@ -857,7 +863,7 @@ impl JobCounter {
             counts.push(pattern.map(|_| 0));
         }
         let patterns: Vec<three_bands::Pattern> = readable.iter().map(|(_, pattern)| pattern.clone()).collect();
-        match tables.count_many(&patterns, cancel) {
+        match table.count_many(&patterns, cancel) {
             Ok(together) => {
                 for ((index, _), count) in readable.iter().zip(together) {
                     counts[*index] = Ok(count);
@@ -1030,9 +1036,14 @@ mod tests {
             }
             let answer = census.fold(&jobs, &counts).unwrap();
             assert_eq!(answer.value.to_string(), grids);
+            // The data jobs weigh 0: a store's weighted sum (weight x sum^2
+            // over the groups, one job each) is the answer.
+            let weighted: BigUint =
+                jobs.iter().zip(&counts).map(|(job, &count)| BigUint::from(job.weight) * count * count).sum();
+            assert_eq!(weighted, answer.value);
             assert_eq!(census.published(), Some(answer.value));
             assert_eq!(census.default_check(), CheckPolicy { quorum: 2, recount_fraction: 0.0 });
-            assert_eq!((census.class_power(), census.counter_version().as_str()), (2, "layers/1"));
+            assert_eq!((census.class_power(), census.counter_version().as_str()), (2, "layers/2"));
             assert!(census.fold(&jobs[1..], &counts[1..]).is_err(), "every job, the data jobs too");
         }
     }
@@ -1078,7 +1089,7 @@ mod tests {
     /// 28,200,960 in three_bands' tests).
     #[test]
     fn jobs_counted_together_count_as_alone() {
-        let counter = JobCounter::ThreeBands { r: 2, tables: three_bands::TablePool::new(2).unwrap() };
+        let counter = JobCounter::ThreeBands { r: 2, table: three_bands::SharedTable::new(2).unwrap() };
         let jobs = three_bands::jobs(2).unwrap();
         let mut keys: Vec<&str> = jobs.iter().map(|job| job.key.as_str()).collect();
         keys.insert(1, "2x3:not a pattern");
@@ -1095,7 +1106,7 @@ mod tests {
         assert_eq!(together.iter().filter(|count| count.is_ok()).count(), jobs.len());
         let stopped = AtomicBool::new(true);
         assert!(counter.count_many(&keys[..1], &stopped).iter().all(|c| matches!(c, Err(CensusError::Cancelled))));
-        assert_eq!(Census::Shape { rows: 4, cols: 3, gangsters: None }.jobs_counted_together(), 32);
+        assert_eq!(Census::Shape { rows: 4, cols: 3, gangsters: None }.jobs_counted_together(), 256);
         assert_eq!(Census::EssentiallyDifferent.jobs_counted_together(), 1);
     }
 

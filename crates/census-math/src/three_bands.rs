@@ -30,10 +30,13 @@
 //! Pettersen's gangsters: 144,578 for r = 4) with their exact sizes, by
 //! orderly generation (each class is met once, as its least pattern).
 //!
-//! Everything here is pure and single-threaded: the caller spreads classes
-//! over cores and machines.
+//! Everything here is pure and starts no threads: the caller spreads
+//! classes over cores and machines. The one table a count needs
+//! ([`SharedTable`]) is shared by all the counts of a process, on any
+//! number of threads.
 
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, Weak};
 
 pub mod stack_pairs;
 
@@ -757,7 +760,7 @@ pub struct ThreeBandJob {
 /// The jobs of r x 3 boxes, one per gangster: the gangsters of
 /// [`gangsters`] with those that share their first r - 1 stacks next to
 /// each other (otherwise in the order listed), so that a worker counting a
-/// run of neighbouring jobs together ([`TablePool::count_many`]) reads each
+/// run of neighbouring jobs together ([`SharedTable::count_many`]) reads each
 /// pair of table rows once for all of them.
 pub fn jobs(r: usize) -> Result<Vec<ThreeBandJob>, ThreeBandError> {
     let mut listed = gangsters(r)?;
@@ -798,8 +801,7 @@ pub fn parse_key(key: &str) -> Result<Pattern, ThreeBandError> {
 }
 
 /// A job's count, b(T) x G(T), with G by table reads over stack pairs
-/// ([`stack_pairs`]) on a table of its own: a worker counting many jobs
-/// keeps its tables in a [`TablePool`] instead.
+/// ([`stack_pairs`]) on the process's table ([`SharedTable`]).
 ///
 /// ```
 /// use census_math::three_bands::count_job;
@@ -811,23 +813,47 @@ pub fn parse_key(key: &str) -> Result<Pattern, ThreeBandError> {
 /// ```
 pub fn count_job(key: &str, cancel: &AtomicBool) -> Result<u128, ThreeBandError> {
     let pattern = parse_key(key)?;
-    TablePool::new(pattern.r())?.count(&pattern, cancel)
+    SharedTable::new(pattern.r())?.count(&pattern, cancel)
 }
 
-/// The stack-pair tables of one process for one r, reused by every job it
-/// counts (a table is filled as it is read and then serves every gangster;
-/// 1.2 GB at most for r = 4). Each count takes a table to itself, so a
-/// process counting on T threads builds up to T tables.
-pub struct TablePool {
+/// The stack-pair table of one r that every count of the process shares
+/// ([`stack_pairs::StackPairTable`]: a table is filled as it is read and
+/// then serves every gangster; 1.2 GB at most for r = 4), on every thread.
+/// Counters made with [`SharedTable::new`] for the same r while one is alive
+/// hold the same table, so a worker's counting threads, the coordinator's
+/// checking threads and any other counter in the process together hold one
+/// table; it is freed when the last of them is dropped.
+#[derive(Clone)]
+pub struct SharedTable {
     r: usize,
-    free: std::sync::Mutex<Vec<stack_pairs::StackPairTable>>,
+    table: Arc<stack_pairs::StackPairTable>,
 }
 
-impl TablePool {
-    /// No tables yet; the first count makes one.
-    pub fn new(r: usize) -> Result<TablePool, ThreeBandError> {
+/// The tables alive in this process, by r - [`MIN_R`].
+static PROCESS_TABLES: Mutex<[Weak<stack_pairs::StackPairTable>; MAX_R - MIN_R + 1]> =
+    Mutex::new([Weak::new(), Weak::new(), Weak::new()]);
+
+impl SharedTable {
+    /// The process's table for r, made (empty) if no counter holds one.
+    pub fn new(r: usize) -> Result<SharedTable, ThreeBandError> {
         check_r(r)?;
-        Ok(TablePool { r, free: std::sync::Mutex::new(Vec::new()) })
+        // Made under the lock: threads that ask at once wait for one table.
+        let mut tables = PROCESS_TABLES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let slot = &mut tables[r - MIN_R];
+        let table = match slot.upgrade() {
+            Some(table) => table,
+            None => {
+                let table = Arc::new(stack_pairs::StackPairTable::new(r)?);
+                *slot = Arc::downgrade(&table);
+                table
+            }
+        };
+        Ok(SharedTable { r, table })
+    }
+
+    /// The table itself.
+    pub fn table(&self) -> &stack_pairs::StackPairTable {
+        &self.table
     }
 
     /// The count of a job key, b(T) x G(T), or [`ThreeBandError::Cancelled`]
@@ -847,18 +873,26 @@ impl TablePool {
     /// group, so for r = 4 a gangster in a group of 30 costs about an eighth
     /// of one counted alone (BENCHMARKS.md).
     pub fn count_many(&self, patterns: &[Pattern], cancel: &AtomicBool) -> Result<Vec<u128>, ThreeBandError> {
+        self.count_part(patterns, 0, 1, cancel)
+    }
+
+    /// Part `part` of `parts` of [`SharedTable::count_many`]
+    /// ([`stack_pairs::StackPairTable::completions_in_part`]): the parts
+    /// 0 .. parts add up to the counts, so several threads can share the
+    /// count of one group. Panics unless part < parts.
+    pub fn count_part(
+        &self,
+        patterns: &[Pattern],
+        part: usize,
+        parts: usize,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
         if let Some(other) = patterns.iter().find(|p| p.r() != self.r) {
             return Err(ThreeBandError::UnsupportedShape { r: other.r() });
         }
-        let taken = self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        let mut table = match taken {
-            Some(table) => table,
-            None => stack_pairs::StackPairTable::new(self.r)?,
-        };
-        let gs = table.completions_of_many(patterns, cancel);
-        // A cancelled count leaves only whole entries behind: the table stays good.
-        self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(table);
-        Ok(patterns.iter().zip(gs?).map(|(pattern, g)| band_count(pattern) * g).collect())
+        // A cancelled count leaves only whole rows behind: the table stays good.
+        let gs = self.table.completions_in_part(patterns, part, parts, cancel)?;
+        Ok(patterns.iter().zip(gs).map(|(pattern, g)| band_count(pattern) * g).collect())
     }
 }
 
@@ -946,6 +980,37 @@ mod tests {
             let counts: Vec<u128> = jobs.iter().map(|job| count_job(&job.key, &never).unwrap()).collect();
             assert_eq!(fold(jobs.iter().zip(counts)).to_string(), grids.to_string(), "r = {r}");
         }
+    }
+
+    /// Counters of one r made anywhere in the process hold one table, and
+    /// counts on several threads at once, filling its rows as they go, are
+    /// the counts: the 44 classes of 3 x 3 boxes on two threads (in
+    /// opposite orders, each its own counter) fold to N0.
+    #[test]
+    fn the_counters_of_a_process_share_one_table() {
+        let (a, b) = (SharedTable::new(3).unwrap(), SharedTable::new(3).unwrap());
+        assert!(Arc::ptr_eq(&a.table, &b.table));
+        assert!(!Arc::ptr_eq(&a.table, &SharedTable::new(2).unwrap().table));
+        let jobs = jobs(3).unwrap();
+        let never = AtomicBool::new(false);
+        let count_all = |table: SharedTable, reversed: bool| -> Vec<u128> {
+            let mut order: Vec<usize> = (0..jobs.len()).collect();
+            if reversed {
+                order.reverse();
+            }
+            let mut counts = vec![0u128; jobs.len()];
+            for i in order {
+                counts[i] = table.count_job(&jobs[i].key, &never).unwrap();
+            }
+            counts
+        };
+        let (forward, backward) = std::thread::scope(|scope| {
+            let forward = scope.spawn(|| count_all(a, false));
+            let backward = count_all(b, true);
+            (forward.join().unwrap(), backward)
+        });
+        assert_eq!(forward, backward);
+        assert_eq!(fold(jobs.iter().zip(forward)).to_string(), "6670903752021072936960");
     }
 
     /// The sum over moves up to equal digits agrees with the plain sum,

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicBool;
 
 use census_math::three_bands::{
-    Pattern, TablePool, band_count, column_set_tuples, gangsters, jobs, parse_key, parse_published_counts,
+    Pattern, SharedTable, band_count, column_set_tuples, gangsters, jobs, parse_key, parse_published_counts,
 };
 
 /// 144,578 gangsters (Pettersen and Silver 2006; github.com/GizmoBill/Sudoku4x3),
@@ -73,7 +73,8 @@ fn first_three_stacks(pattern: &Pattern) -> Vec<[u8; 3]> {
 /// matched by value: his numbering is his own). Each count is b x G, and
 /// G / 4!^2 (Silver fixes the order of the rows of bands 2 and 3) must be a
 /// published count. Three groups of classes that share their first three
-/// stacks, each counted together (`TablePool::count_many`) on one table:
+/// stacks, each counted together on one table that two threads share, each
+/// thread half of every group (`SharedTable::count_part`):
 ///
 /// - the nine whose first three stacks split the digits alike (the fourth
 ///   stack is one of the 9 nodes): Silver's gangsters 0 to 8, the largest
@@ -82,7 +83,7 @@ fn first_three_stacks(pattern: &Pattern) -> Vec<[u8; 3]> {
 ///   144544; the sample's header says how it was found);
 /// - three more of his last GangSet (144535, 144538, 144540).
 ///
-/// About ten CPU-minutes in release, on two threads (BENCHMARKS.md): the
+/// About eight CPU-minutes in release, on two threads sharing one table (BENCHMARKS.md): the
 /// table rows these groups read are filled as they are first read.
 #[test]
 fn twenty_one_gangsters_have_silvers_published_counts() {
@@ -99,20 +100,22 @@ fn twenty_one_gangsters_have_silvers_published_counts() {
 
     let sample = parse_published_counts(include_str!("data/silver_4x3_gangster_counts.txt")).unwrap();
     let published = |count: u128| sample.iter().find(|&&(_, c)| c == count).map(|&(index, _)| index);
-    // Two threads, as a worker with two threads counts (a table each): the
-    // first group on one, the other two on the other.
-    let pool = TablePool::new(4).unwrap();
+    // Two threads share one table (filling its rows together) and each
+    // counts half of every group: the halves add up to the counts.
+    let table = SharedTable::new(4).unwrap();
     let never = AtomicBool::new(false);
-    let count_groups = |groups: &[Vec<Pattern>]| -> Vec<Vec<u128>> {
-        groups.iter().map(|group| pool.count_many(group, &never).unwrap()).collect()
-    };
-    let (first, others) = groups.split_at(1);
-    let counts: Vec<Vec<u128>> = std::thread::scope(|scope| {
-        let first = scope.spawn(|| count_groups(first));
-        let mut counts = count_groups(others);
-        counts.insert(0, first.join().unwrap().remove(0));
-        counts
+    let halves: Vec<Vec<Vec<u128>>> = std::thread::scope(|scope| {
+        let halves: Vec<_> = (0..2)
+            .map(|part| {
+                let (table, groups, never) = (&table, &groups, &never);
+                scope.spawn(move || {
+                    groups.iter().map(|group| table.count_part(group, part, 2, never).unwrap()).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        halves.into_iter().map(|half| half.join().unwrap()).collect()
     });
+    let counts = halves[0].iter().zip(&halves[1]).map(|(a, b)| a.iter().zip(b).map(|(a, b)| a + b).collect::<Vec<_>>());
     let mut silver_counts = std::collections::HashMap::new();
     for (group, counts) in groups.iter().zip(counts) {
         for (pattern, count) in group.iter().zip(counts) {

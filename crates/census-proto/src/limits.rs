@@ -2,7 +2,8 @@
 //! refuses a request past them (so that no request can exhaust the database,
 //! the coordinator or the fleet), and a client stays within them.
 
-/// The most jobs one lease call hands out, and the most results or tokens one call carries.
+/// The most jobs one lease call hands out, the most results or tokens one
+/// call carries, and the most accepted counts one answer carries.
 pub const MAX_BATCH: u32 = 10_000;
 /// The longest lease token accepted back.
 pub const MAX_TOKEN_LEN: usize = 128;

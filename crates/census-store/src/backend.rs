@@ -33,7 +33,9 @@ use std::collections::{BTreeMap, HashSet};
 use async_trait::async_trait;
 use num_bigint::BigUint;
 
-use crate::{ClassTotal, JobId, QuarantineEntry, Role, RunId, RunSpec, StoreError, TokenRecord, WorkerProgress};
+use crate::{
+    AcceptedCount, ClassTotal, JobId, QuarantineEntry, Role, RunId, RunSpec, StoreError, TokenRecord, WorkerProgress,
+};
 
 /// What a class adds to its run's weighted sum: weight x count sum^power
 /// (power is the census's `class_power`).
@@ -191,6 +193,9 @@ pub struct NewClass<'a> {
 pub struct NewJob<'a> {
     pub class: ClassId,
     pub key: &'a str,
+    /// Its stage in a run of stages (`Census::stage`); `None` in a run of
+    /// one stage.
+    pub stage: Option<u32>,
 }
 
 /// A run as listed.
@@ -275,6 +280,9 @@ pub struct LeaseJobs<'a> {
     pub token_salt: &'a str,
     /// See [`OpenTo`].
     pub max_failures: u32,
+    /// Only jobs of this stage (in a run of stages, the stage open now);
+    /// `None`: any job of a run of one stage.
+    pub stage: Option<u32>,
 }
 
 /// Whether a job is open to an identity: the identity has not voted on it
@@ -319,6 +327,26 @@ pub enum HeldBy<'a> {
     Run(RunId),
     /// Every lease of an identity (it is quarantined).
     Identity(&'a str),
+}
+
+/// The lowest stage of a run of stages that holds a job in each state
+/// but done (`None`: no job in that state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LowestStages {
+    pub pending: Option<u32>,
+    pub leased: Option<u32>,
+    pub failed: Option<u32>,
+}
+
+/// What [`AnswerStorage::accepted_counts`] reads: the done jobs of a run
+/// (of one stage of it, in a run of stages), in id order after `after`.
+#[derive(Debug, Clone, Copy)]
+pub struct AcceptedPage {
+    pub run: RunId,
+    /// The stage, in a run of stages; `None`: every job of a run of one.
+    pub stage: Option<u32>,
+    pub after: JobId,
+    pub limit: i64,
 }
 
 /// A job's lease, as fencing reads it.
@@ -668,6 +696,9 @@ pub trait QueueStorage: Transactions {
     async fn lease_jobs(&self, tx: &mut Self::Tx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError>;
     /// Whether any job of the run in the state is [`OpenTo`] the identity.
     async fn has_job_open_to(&self, open: &OpenTo<'_>) -> Result<bool, StoreError>;
+    /// The lowest stage of a run of stages holding a pending, a leased and
+    /// a failed job, read at once (so the three agree), in `tx` or on its own.
+    async fn lowest_stages(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<LowestStages, StoreError>;
     /// Extends the leases [`ExtendLeases`] names; returns the tokens extended.
     async fn extend_leases(&self, extend: &ExtendLeases<'_>) -> Result<HashSet<String>, StoreError>;
     /// Puts leased jobs back to pending, their leases retired.
@@ -734,6 +765,8 @@ pub trait AnswerStorage: Transactions {
     async fn worker_stats(&self, run: RunId) -> Result<Vec<WorkerProgress>, StoreError>;
     /// A page of the run's classes with their sums, in class order.
     async fn class_totals(&self, page: &ClassPage) -> Result<Vec<ClassTotal>, StoreError>;
+    /// A page of the accepted counts of a run's done jobs.
+    async fn accepted_counts(&self, page: &AcceptedPage) -> Result<Vec<AcceptedCount>, StoreError>;
 }
 
 /// Recounts, failures and requeues: reopening jobs for a new round.

@@ -9,8 +9,9 @@
 //!
 //! The store is cut at a seam. Above it, [`Store`] holds the rules, written
 //! once and free of any database: votes, quorum, conflicts, the fold at
-//! finish and its checks, quarantine reaching back, failing for good (the
-//! deciding functions are pure and unit-tested). Below it, a
+//! finish and its checks, quarantine reaching back, failing for good, a
+//! run of stages leased a stage at a time (the deciding functions are pure
+//! and unit-tested). Below it, a
 //! [`backend::StorageBackend`] is a set of named storage operations (lease
 //! jobs, load jobs and votes, insert results, mark decided, add to classes,
 //! page a run for a fold, write the answer, ...), each a verb, none a
@@ -253,6 +254,15 @@ pub struct HeartbeatOutcome {
     pub extended: Vec<String>,
     /// Tokens no longer held: the job was re-leased, finished, or is unknown. Drop them.
     pub lost: Vec<String>,
+}
+
+/// A done job's accepted count, as a job of the next stage reads it
+/// ([`JobStore::accepted_counts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptedCount {
+    pub job_id: JobId,
+    pub key: String,
+    pub count: u128,
 }
 
 /// Counts of jobs by state, and what is known of the total.
@@ -513,13 +523,19 @@ pub trait JobStore: Send + Sync {
     /// One run.
     async fn run(&self, run: RunId) -> Result<RunSummary, StoreError>;
     /// Leases up to `max` pending (or expired) jobs of any unfinished run, or of `run` only.
+    /// In a run of stages (`Census::stage_count` > 1) only jobs of its open
+    /// stage are leased: the lowest stage that holds a job not done, since
+    /// a job reads what the stage before it accepted.
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError>;
     /// Whether any unfinished, uncancelled run (or `run` only) holds a job
     /// that `worker` could still be handed: pending or leased (a lease may
     /// expire), not already voted on by it this round, not failed by it too
     /// often, and the identity not quarantined. False means nothing is left
     /// for this worker, though the run may not be finished (its remaining
-    /// jobs wait for other identities or for an operator's requeue).
+    /// jobs wait for other identities or for an operator's requeue). In a
+    /// run of stages a job of a later stage counts (it is handed out once
+    /// the stages below are done, by whoever counts them), but nothing does
+    /// while the open stage holds only failed jobs (they wait for a requeue).
     async fn has_work_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError>;
     /// Extends the leases still held by `worker`.
     async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError>;
@@ -577,6 +593,17 @@ pub trait JobStore: Send + Sync {
         first: u32,
         limit: Option<u32>,
     ) -> Result<Vec<ClassTotal>, StoreError>;
+    /// The accepted counts of the run's done jobs of `stage` (0 in a run of
+    /// one stage), in job order: the jobs after `after`, at most `limit`.
+    /// What a job of the next stage reads (for a layers census, the
+    /// digests of the files it reads).
+    async fn accepted_counts(
+        &self,
+        run: RunId,
+        stage: u32,
+        after: JobId,
+        limit: u32,
+    ) -> Result<Vec<AcceptedCount>, StoreError>;
     /// The runs this store value finished (wrote the answer of) since the
     /// last call, each once, after their transactions committed. Lets the
     /// caller announce a finished run without asking for every run after

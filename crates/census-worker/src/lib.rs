@@ -6,18 +6,25 @@
 //! and a killed worker's leases expire and are handed out again.
 //!
 //! It is *not* a server and never touches the database; all it needs is the
-//! coordinator's address.
+//! coordinator's address, and, for a `layers` census, the directory of
+//! layer files that every worker of the run shares
+//! ([`WorkerConfig::layers_dir`]): such a job is counted by
+//! `census_layers::Plane` from the accepted counts of the stage before,
+//! which the coordinator gives (`AcceptedCounts`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use census_layers::{Accepted, Plane, PlaneError};
 use census_math::census::{Census, CensusError, JobCounter};
 use census_proto::client::{AuthChannel, ClientConfig};
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_client::WorkerServiceClient;
-use census_proto::v1::{CompleteJobsRequest, FailJobRequest, HeartbeatRequest, Job, JobResult, LeaseJobsRequest};
+use census_proto::v1::{
+    AcceptedCountsRequest, CompleteJobsRequest, FailJobRequest, HeartbeatRequest, Job, JobResult, LeaseJobsRequest,
+};
 use tokio::sync::watch;
 
 /// How a worker runs.
@@ -39,6 +46,11 @@ pub struct WorkerConfig {
     /// Lease at most this many jobs in all, then exit once they are
     /// reported (a batch scheduler's time slot; a test's fair share).
     pub max_jobs: Option<u64>,
+    /// Where a `layers` census's files live: the same directory (a shared
+    /// volume, NFS) for every worker of the run, since a job reads the
+    /// files that other workers' jobs of the stage before wrote. Without
+    /// it, such a job fails with the reason.
+    pub layers_dir: Option<std::path::PathBuf>,
 }
 
 /// Asks a worker to stop.
@@ -110,9 +122,11 @@ pub fn batch_for_rate(jobs: usize, elapsed: Duration, threads: usize, lease_ttl:
 
 /// The least batch for a census whose threads count `together` jobs at
 /// once ([`Census::jobs_counted_together`]): that many a thread, however
-/// long each takes, within `LARGEST_BATCH`.
+/// long each takes, within the protocol's largest batch (above
+/// `LARGEST_BATCH`, which bounds batches of short jobs: a 4x3 worker with
+/// 16 threads asks for 4,096 gangsters, 256 a thread).
 pub fn batch_counted_together(together: u32, threads: usize) -> u32 {
-    (together as usize).saturating_mul(threads).clamp(1, LARGEST_BATCH as usize) as u32
+    (together as usize).saturating_mul(threads).clamp(1, census_proto::limits::MAX_BATCH as usize) as u32
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(200);
@@ -161,6 +175,15 @@ fn pause_after(call: &'static str, status: &tonic::Status, backoff: &mut Duratio
 /// revoked, of the wrong role, or quarantined.
 fn is_refusal(status: &tonic::Status) -> bool {
     matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied)
+}
+
+/// Failures of a call that trying again may mend: the coordinator is
+/// away, busy, or did not answer in time.
+fn is_transient(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+    )
 }
 
 /// Why a worker stopped before it was told to. Everything else (an
@@ -364,8 +387,21 @@ impl Worker {
             return Ok(counter.clone());
         }
         let parsed: Census = census.parse().map_err(|e| format!("this worker cannot count the census: {e}"))?;
+        let counting = match parsed {
+            Census::Layers { .. } => {
+                let dir = self.config.layers_dir.as_deref().ok_or_else(|| {
+                    format!(
+                        "{parsed} reads and writes layer files in a directory that the run's workers share, \
+                         and this worker has none (census worker --layers-dir)"
+                    )
+                })?;
+                Counting::Layers(Plane::new(parsed, dir).map_err(|e| e.to_string())?)
+            }
+            _ => Counting::Keys(parsed.job_counter()),
+        };
         let counter = Arc::new(CensusCounter {
-            counter: parsed.job_counter(),
+            census: parsed,
+            counting,
             version: parsed.counter_version(),
             together: parsed.jobs_counted_together(),
         });
@@ -381,27 +417,42 @@ impl Worker {
         jobs: Vec<Job>,
         ttl: Duration,
     ) -> Result<Option<(Vec<JobResult>, Vec<String>)>, WorkerError> {
-        let mut runnable = Vec::with_capacity(jobs.len());
+        let mut known = Vec::with_capacity(jobs.len());
         self.together = 1;
         for job in jobs {
             match self.counter(&job.census) {
                 Ok(counter) => {
                     self.together = self.together.max(counter.together);
-                    runnable.push((job, counter));
+                    known.push((job, counter));
                 }
                 Err(reason) => self.fail(&job, &reason).await,
             }
         }
-        let tokens: Vec<String> = runnable.iter().map(|(job, _)| job.token.clone()).collect();
+        let tokens: Vec<String> = known.iter().map(|(job, _)| job.token.clone()).collect();
         self.leases.hold(&tokens, ttl);
+        // A layer job reads what the stage before accepted, asked once a
+        // batch for each run and stage.
+        let mut fetched = HashMap::new();
+        let mut runnable = Vec::with_capacity(known.len());
+        for (job, counter) in known {
+            match self.inputs_of(&job, &counter, &mut fetched).await {
+                Ok(Some(accepted)) => runnable.push(Task { job, counter, accepted }),
+                // Told to stop: the job is left to its lease.
+                Ok(None) => self.leases.release(std::slice::from_ref(&job.token)),
+                Err(reason) => {
+                    self.leases.release(std::slice::from_ref(&job.token));
+                    self.fail(&job, &reason).await;
+                }
+            }
+        }
 
         let threads = self.config.threads.min(runnable.len()).max(1);
         // Each thread takes a run of neighbouring jobs, which some censuses
         // count together (`count_chunk`).
-        let mut chunks: Vec<Vec<(Job, Arc<CensusCounter>)>> = (0..threads).map(|_| Vec::new()).collect();
+        let mut chunks: Vec<Vec<Task>> = (0..threads).map(|_| Vec::new()).collect();
         let total = runnable.len();
-        for (i, job) in runnable.into_iter().enumerate() {
-            chunks[i * threads / total].push(job);
+        for (i, task) in runnable.into_iter().enumerate() {
+            chunks[i * threads / total].push(task);
         }
         let tasks: Vec<_> = chunks
             .into_iter()
@@ -444,6 +495,65 @@ impl Worker {
         results.retain(|r| !lost.contains(&r.token));
         drop(lost);
         Ok(Some((results, tokens)))
+    }
+
+    /// What `job` reads besides its key: for a layer job of stage s > 0 the
+    /// accepted counts of the run's stage s - 1 (kept in `fetched` for the
+    /// batch's other jobs), for any other job nothing. `Ok(None)` when told
+    /// to stop meanwhile; an error is the job's failure reason.
+    async fn inputs_of(
+        &mut self,
+        job: &Job,
+        counter: &CensusCounter,
+        fetched: &mut HashMap<(i64, u32), Arc<Accepted>>,
+    ) -> Result<Option<Arc<Accepted>>, String> {
+        if !matches!(counter.counting, Counting::Layers(_)) {
+            return Ok(Some(Arc::default()));
+        }
+        let stage = counter.census.stage(&job.key).map_err(|e| e.to_string())?;
+        let Some(before) = stage.checked_sub(1) else { return Ok(Some(Arc::default())) };
+        if let Some(accepted) = fetched.get(&(job.run_id, before)) {
+            return Ok(Some(accepted.clone()));
+        }
+        let Some(accepted) = self.accepted_counts(job.run_id, before).await? else { return Ok(None) };
+        let accepted = Arc::new(accepted);
+        fetched.insert((job.run_id, before), accepted.clone());
+        Ok(Some(accepted))
+    }
+
+    /// Every accepted count of a run's stage, a page at a time, asked again
+    /// while the coordinator is away or busy; `Ok(None)` once told to stop.
+    async fn accepted_counts(&mut self, run: i64, stage: u32) -> Result<Option<Accepted>, String> {
+        let mut accepted = Accepted::new();
+        let mut after = 0;
+        let mut backoff = BACKOFF_START;
+        while self.stopping() == Stop::No {
+            let request = AcceptedCountsRequest { run_id: run, stage, after_job_id: after };
+            match self.client.accepted_counts(deadline(request, CALL_DEADLINE)).await {
+                Ok(response) => {
+                    backoff = BACKOFF_START;
+                    let page = response.into_inner();
+                    for entry in &page.counts {
+                        let count = entry.count.parse::<u128>().map_err(|_| {
+                            format!("the accepted count of {} is not a count: {:?}", entry.key, entry.count)
+                        })?;
+                        accepted.insert(entry.key.clone(), count);
+                    }
+                    match page.counts.last() {
+                        Some(last) if page.more => after = last.job_id,
+                        _ => return Ok(Some(accepted)),
+                    }
+                }
+                Err(status) if is_transient(&status) => {
+                    let retry_in = pause_after("accepted counts", &status, &mut backoff);
+                    self.pause(retry_in).await;
+                }
+                Err(status) => {
+                    return Err(format!("the accepted counts of run {run}'s stage {stage}: {}", status.message()));
+                }
+            }
+        }
+        Ok(None)
     }
 
     async fn fail(&mut self, job: &Job, reason: &str) {
@@ -611,15 +721,7 @@ impl Reporter {
                     }
                     return tally;
                 }
-                Err(status)
-                    if matches!(
-                        status.code(),
-                        tonic::Code::Unavailable
-                            | tonic::Code::Unknown
-                            | tonic::Code::DeadlineExceeded
-                            | tonic::Code::Cancelled
-                    ) =>
-                {
+                Err(status) if is_transient(&status) => {
                     if pause(&self.stop, pause_after("report", &status, &mut backoff)).await == Stop::Now {
                         return tally;
                     }
@@ -633,54 +735,110 @@ impl Reporter {
     }
 }
 
-/// A census's job counter, the version its results carry, and how many
-/// of its jobs a thread counts together.
+/// How a census's jobs are counted.
+enum Counting {
+    /// From the key alone.
+    Keys(JobCounter),
+    /// A `layers` census's jobs, by the data plane over the shared
+    /// directory, from the accepted counts of the stage before.
+    Layers(Plane),
+}
+
+/// A census's counting, the version its results carry, and how many of
+/// its jobs a thread counts together.
 struct CensusCounter {
-    counter: JobCounter,
+    census: Census,
+    counting: Counting,
     version: String,
     together: u32,
 }
 
+/// A job to count, with its census's counter and what it reads of the
+/// stage before (empty but for a layer job).
+struct Task {
+    job: Job,
+    counter: Arc<CensusCounter>,
+    accepted: Arc<Accepted>,
+}
+
+/// What became of one job's count.
+enum Counted {
+    Count(u128),
+    /// Told to stop: nothing of it is kept.
+    Cancelled,
+    /// It cannot be counted, for this reason.
+    Failed(String),
+}
+
+impl CensusCounter {
+    /// Counts a group of this census's jobs, together where the census
+    /// counts neighbours together ([`JobCounter::count_many`]).
+    fn count(&self, group: &[Task], cancel: &AtomicBool) -> Vec<Counted> {
+        match &self.counting {
+            Counting::Keys(counter) => {
+                let keys: Vec<&str> = group.iter().map(|task| task.job.key.as_str()).collect();
+                let counts = counter.count_many(&keys, cancel);
+                counts
+                    .into_iter()
+                    .map(|count| match count {
+                        Ok(count) => Counted::Count(count),
+                        Err(CensusError::Cancelled) => Counted::Cancelled,
+                        Err(error) => Counted::Failed(error.to_string()),
+                    })
+                    .collect()
+            }
+            Counting::Layers(plane) => group
+                .iter()
+                .map(|task| match plane.count(&task.job.key, &task.accepted, cancel) {
+                    Ok(count) => Counted::Count(count),
+                    Err(PlaneError::Cancelled) => Counted::Cancelled,
+                    Err(error) => Counted::Failed(error.to_string()),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Counts jobs on the current (blocking) thread, neighbours of one census
-/// together ([`JobCounter::count_many`]); a job cancelled by a lost lease
-/// is skipped; once `cancel` is set, the jobs under way give up and the
-/// rest are left uncounted.
+/// together; a job cancelled by a lost lease is skipped; once `cancel` is
+/// set, the jobs under way give up and the rest are left uncounted.
 fn count_chunk(
-    chunk: Vec<(Job, Arc<CensusCounter>)>,
+    chunk: Vec<Task>,
     cancelled: &Mutex<HashSet<String>>,
     cancel: &AtomicBool,
 ) -> (Vec<JobResult>, Vec<(Job, String)>) {
     let mut results = Vec::with_capacity(chunk.len());
     let mut failures = Vec::new();
     let mut rest = chunk.into_iter().peekable();
-    while let Some((job, counter)) = rest.next() {
-        let mut group = vec![job];
+    while let Some(task) = rest.next() {
+        let counter = task.counter.clone();
+        let mut group = vec![task];
         while group.len() < counter.together as usize
-            && let Some((_, next)) = rest.peek()
-            && Arc::ptr_eq(next, &counter)
+            && let Some(next) = rest.peek()
+            && Arc::ptr_eq(&next.counter, &counter)
         {
-            group.push(rest.next().expect("peeked").0);
+            group.push(rest.next().expect("peeked"));
         }
         if cancel.load(Ordering::Relaxed) {
             break;
         }
         let lost = cancelled.lock().expect("never poisoned");
-        group.retain(|job| !lost.contains(&job.token));
+        group.retain(|task| !lost.contains(&task.job.token));
         drop(lost);
         if group.is_empty() {
             continue;
         }
         let started = Instant::now();
-        let keys: Vec<&str> = group.iter().map(|job| job.key.as_str()).collect();
-        let counts = counter.counter.count_many(&keys, cancel);
+        let counts = counter.count(&group, cancel);
         // Counted together, the jobs share the time.
         let seconds = started.elapsed().as_secs_f64() / group.len() as f64;
-        for (job, count) in group.into_iter().zip(counts) {
+        for (task, count) in group.into_iter().zip(counts) {
+            let job = task.job;
             let count = match count {
-                Ok(count) => count,
-                Err(CensusError::Cancelled) => return (results, failures),
-                Err(error) => {
-                    failures.push((job, error.to_string()));
+                Counted::Count(count) => count,
+                Counted::Cancelled => return (results, failures),
+                Counted::Failed(reason) => {
+                    failures.push((job, reason));
                     continue;
                 }
             };
@@ -722,16 +880,17 @@ mod tests {
         assert_eq!(batch_for_rate(125, Duration::from_millis(125), 4, TTL), 1000);
     }
 
-    /// 4x3 gangsters are counted a few dozen at a time on each thread
+    /// 4x3 gangsters are counted a few hundred at a time on each thread
     /// however long they take; other kinds as their rate says.
     #[test]
     fn jobs_counted_together_are_leased_together() {
         let twelve: Census = "shape boxes=4x3".parse().unwrap();
         let slow = batch_for_rate(2, Duration::from_secs(200), 2, TTL);
         assert_eq!(slow, 2);
-        assert_eq!(slow.max(batch_counted_together(twelve.jobs_counted_together(), 2)), 64);
+        assert_eq!(slow.max(batch_counted_together(twelve.jobs_counted_together(), 2)), 512);
+        assert_eq!(batch_counted_together(twelve.jobs_counted_together(), 16), 4096);
         assert_eq!(batch_counted_together(Census::EssentiallyDifferent.jobs_counted_together(), 2), 2);
-        assert_eq!(batch_counted_together(32, 1024), LARGEST_BATCH);
+        assert_eq!(batch_counted_together(256, 1024), census_proto::limits::MAX_BATCH);
         assert_eq!(batch_counted_together(0, 0), 1);
     }
 

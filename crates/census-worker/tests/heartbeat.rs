@@ -99,6 +99,13 @@ impl WorkerService for Served {
     async fn fail_job(&self, _: Request<FailJobRequest>) -> Result<Response<FailJobResponse>, Status> {
         Err(Status::internal("no job here fails"))
     }
+
+    async fn accepted_counts(
+        &self,
+        _: Request<AcceptedCountsRequest>,
+    ) -> Result<Response<AcceptedCountsResponse>, Status> {
+        Err(Status::unimplemented("no job here reads a stage before it"))
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,6 +126,7 @@ async fn one_heartbeat_renews_every_lease_the_worker_holds() {
         exit_when_done: true,
         run: None,
         max_jobs: None,
+        layers_dir: None,
     };
     let (_stop, stop) = tokio::sync::watch::channel(Stop::No);
     let report = tokio::time::timeout(HANG, run_worker(config, stop))

@@ -32,7 +32,28 @@ fn a_seeded_sample_prints_one_json_line_per_job() {
     for line in &first {
         let keys: Vec<&String> = line.as_object().unwrap().keys().collect();
         // serde_json's Value keeps its keys sorted.
-        assert_eq!(keys, ["census", "class", "count", "group", "key", "seconds", "seed", "weight"]);
+        assert_eq!(
+            keys,
+            [
+                "census",
+                "class",
+                "count",
+                "cpu_seconds",
+                "group",
+                "key",
+                "run",
+                "run_jobs",
+                "sampled",
+                "seconds",
+                "seed",
+                "weight"
+            ]
+        );
+        // 2x3 jobs are counted alone: each its own run, each sampled.
+        assert_eq!(
+            (line["run"].clone(), line["run_jobs"].as_u64(), line["sampled"].as_bool()),
+            (line["class"].clone(), Some(1), Some(true))
+        );
         assert_eq!(line["seed"], 11);
         let class = line["class"].as_u64().unwrap() as usize;
         let job = &jobs[class];
@@ -70,6 +91,7 @@ fn bad_sample_arguments_are_refused_with_a_reason() {
         (&["bench", "--census", "shape boxes=2x3", "--sample", "1000000"][..], "--sample must be 1 to"),
         (&["bench", "--sample", "3"][..], "--census"),
         (&["bench", "--census", "shape boxes=2x3", "--seed", "3"][..], "--sample"),
+        (&["bench", "--census", "shape boxes=2x3", "--alone"][..], "--sample"),
         (&["bench", "--census", "shape boxes=2x3", "--sample", "x"][..], "--sample"),
     ] {
         let output = census(args);

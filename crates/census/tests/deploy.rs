@@ -25,10 +25,14 @@ fn run(command: &mut Command) -> String {
 }
 
 /// A virtual environment with the given packages, made once and reused.
+/// Its marker holds the directory it was made in: a venv's scripts name
+/// their interpreter by absolute path, so one moved with its target dir
+/// (a copied or renamed checkout) is made again, not run broken.
 fn venv(name: &str, installs: &[&[&str]]) -> PathBuf {
     let dir = root().join("target/deploy-tools").join(name);
     let ready = dir.join(".installed");
-    if !ready.exists() {
+    let made_here = std::fs::read_to_string(&ready).is_ok_and(|made_in| Path::new(&made_in) == dir);
+    if !made_here {
         let _ = std::fs::remove_dir_all(&dir);
         run(Command::new("python3").args(["-m", "venv"]).arg(&dir));
         for packages in installs {
@@ -36,7 +40,7 @@ fn venv(name: &str, installs: &[&[&str]]) -> PathBuf {
                 .args(["install", "--quiet", "--disable-pip-version-check"])
                 .args(*packages));
         }
-        std::fs::write(&ready, "").unwrap();
+        std::fs::write(&ready, dir.as_os_str().as_encoded_bytes()).unwrap();
     }
     dir.join("bin")
 }

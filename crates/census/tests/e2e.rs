@@ -110,6 +110,25 @@ fn census_run_counts_other_kinds_on_sqlite() {
     assert!(printed.contains("275 classes: too many to list here"), "{printed}");
 }
 
+/// `census run` of a layers census: its workers keep the layer files in a
+/// directory next to the SQLite file, and the run ends with the published
+/// 2x3 total (Sudoku Players' Forum, 2005).
+#[test]
+fn census_run_counts_by_layers_next_to_its_file() {
+    let db = temp_db("layers");
+    let beside = std::path::Path::new(&db).with_extension("layers");
+    let _ = std::fs::remove_dir_all(&beside);
+    let output = census()
+        .args(["run", "--database", &db, "--census", "layers boxes=2x3 shards=2 parts=3", "--workers", "2", "-q"])
+        .output()
+        .unwrap();
+    let printed = text(&output);
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains("layers boxes=2x3 shards=2 parts=3: 28,200,960"), "{printed}");
+    assert!(beside.join("2x3-s2-p3").is_dir(), "{}", beside.display());
+    let _ = std::fs::remove_dir_all(&beside);
+}
+
 #[test]
 fn census_run_interrupted_resumes_and_ends_exact() {
     let db = temp_db("interrupted");
@@ -453,6 +472,64 @@ fn a_postgres_cluster_counts_the_essentially_different_grids() {
         "560 331776 61642175938560",
         "class 0: weight 560, F = 331,776, contribution 560 x F^2"
     );
+}
+
+/// The layer recurrence through a coordinator (issue 22): 2x5 by layers,
+/// map and reduce jobs stage by stage, their files in one directory that
+/// the two workers share, each job counted by both identities (the
+/// census's quorum of two, no recount; a second count of a map or reduce
+/// job writes the same files to the same place and reports the same
+/// digest), to the published total (`shapes::PUBLISHED_GRIDS`: Pettersen,
+/// 2005).
+#[test]
+fn a_postgres_cluster_counts_2x5_by_layers_with_two_workers() {
+    const JOBS: u64 = 384; // 1 + 4 map and 4 x (4 reduce) + 3 x 4 map jobs, 355 classes
+    let published = census_math::shapes::PUBLISHED_GRIDS.iter().find(|(c, _)| *c == 5).unwrap().1;
+    let mut cluster = Cluster::new();
+    let shared = tempfile::tempdir().unwrap();
+    let layers_dir = shared.path().display().to_string();
+    let coordinator = cluster.coordinator(&["--census", "layers boxes=2x5 shards=4 parts=4"]);
+    cluster.children.push(coordinator);
+    cluster.wait_until_serving();
+    let mut workers = vec![
+        cluster.worker_with("one", &["--layers-dir", &layers_dir]),
+        cluster.worker_with("two", &["--layers-dir", &layers_dir]),
+    ];
+    for worker in &mut workers {
+        assert!(cluster.wait_for_worker(worker).success());
+    }
+    let status = cluster.status_json();
+    assert_eq!(status["final"], true, "{status}");
+    assert_eq!(status["census"], "layers boxes=2x5 shards=4 parts=4");
+    assert_eq!(status["answer"], published, "{status}");
+    assert_eq!(status["done"], JOBS);
+    // The map and reduce jobs' digests weigh nothing: the weighted sum is
+    // the answer, and their groups contribute 0.
+    assert_eq!(cluster.sql("SELECT weighted_sum FROM run_progress"), published);
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM group_totals WHERE weight = 0 AND contribution = 0"), "29");
+    assert_counted_once(&cluster, JOBS);
+    // Two identities agreed on every job: a vote, then the accepted count.
+    assert_eq!(
+        cluster.sql(
+            "SELECT COUNT(*) FROM (SELECT job_id FROM results GROUP BY job_id HAVING COUNT(DISTINCT worker) = 2) agreed"
+        ),
+        JOBS.to_string()
+    );
+    // No job of a stage was counted before every job of the stages below
+    // it was accepted: results are numbered as they are stored, and a job
+    // is leased only once the accepted results of the stages below are in.
+    assert_eq!(
+        cluster.sql(
+            "SELECT COUNT(*) FROM results later JOIN jobs l ON l.id = later.job_id, results earlier \
+             JOIN jobs e ON e.id = earlier.job_id \
+             WHERE earlier.outcome = 'accepted' AND e.stage < l.stage AND later.id < earlier.id"
+        ),
+        "0"
+    );
+    // Nor was one leased early: it would have failed, its inputs not accepted.
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM failures"), "0");
+    assert_eq!(cluster.sql("SELECT COUNT(DISTINCT stage) FROM jobs"), "9");
+    assert!(shared.path().join("2x5-s4-p4").is_dir());
 }
 
 #[test]

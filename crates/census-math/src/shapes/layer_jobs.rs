@@ -156,15 +156,17 @@ impl LayerPlan {
     }
 
     /// Every job of the run, in stage order. A map or reduce job is a group
-    /// of its own (named by its key, weight 1): its count is the digest of
-    /// its output, which the audit shows as that group's sum.
+    /// of its own (named by its key) of weight 0: its count is the digest of
+    /// its output, which the audit shows as that group's sum and which adds
+    /// nothing to the answer (so a store's weighted sum, weight x sum^2 over
+    /// the groups, is the answer, as for the shape census).
     pub fn jobs(&self) -> Result<Vec<PlannedJob>, ShapeError> {
         let mut out: Vec<PlannedJob> = self
             .data_jobs(self.c)
             .into_iter()
             .map(|job| {
                 let key = self.key(&job);
-                PlannedJob { group: key.clone(), key, weight: 1, stage: self.stage(&job) }
+                PlannedJob { group: key.clone(), key, weight: 0, stage: self.stage(&job) }
             })
             .collect();
         for (job, group, weight) in self.class_jobs()? {
@@ -525,8 +527,10 @@ mod tests {
         assert_eq!(stages, [0, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4, 4]);
         assert_eq!(plan.stage_count(), 5);
         assert_eq!(jobs[9].group, "2x3 class 0");
-        // The class weights are the shape census's: all C(6, 3)^3 tuples.
+        // The class weights are the shape census's: all C(6, 3)^3 tuples;
+        // the data jobs weigh nothing.
         assert_eq!(jobs[9..].iter().map(|job| job.weight).sum::<u128>(), 20u128.pow(3));
+        assert!(jobs[..9].iter().all(|job| job.weight == 0));
         for job in &jobs {
             let parsed = plan.parse(&job.key).unwrap();
             assert_eq!(plan.key(&parsed), job.key);

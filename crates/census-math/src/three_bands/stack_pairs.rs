@@ -27,9 +27,13 @@
 //! choices whose middle columns precede their bottom columns are summed,
 //! twice.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{MAX_DIGITS, MAX_R, Pattern, ThreeBandError, check_r};
+
+/// r! by r: the orders of a band's rows.
+const ROW_ORDERS: [u32; MAX_R + 1] = [1, 1, 2, 6, 24];
 
 /// A digit permutation: digit d goes to `perm[d]`.
 type Perm = [u8; MAX_DIGITS];
@@ -41,8 +45,17 @@ struct Splits {
     /// Each split as each digit's column, columns numbered in order of the
     /// digits' first appearance (so digit 0 is in column 0).
     labels: Vec<[u8; MAX_DIGITS]>,
-    /// Split index by the base-3 number of its canonical labels.
-    index: Vec<u16>,
+    /// Each split's columns as digit masks, in the order of `labels`.
+    masks: Vec<[u16; 3]>,
+    /// The split index from a split's first two columns: the rank of the
+    /// first (by its mask without digit 0, every first column holds digit
+    /// 0), the rank of the second among the digits left (by its mask within
+    /// them, without their least digit, which it holds), and the index by
+    /// the two ranks.
+    first_rank: Vec<u16>,
+    second_rank: Vec<u16>,
+    seconds: usize,
+    by_ranks: Vec<u16>,
     /// Per split X: a permutation taking X to the plain split (index 0).
     to_plain: Vec<Perm>,
     /// Per split Z: its node and a permutation fixing the plain split that
@@ -58,11 +71,41 @@ impl Splits {
         let mut labels = Vec::new();
         let mut current = [0u8; MAX_DIGITS];
         enumerate(r, n, 0, [0; 3], 0, &mut current, &mut labels);
-        let mut index = vec![u16::MAX; 3usize.pow(n as u32)];
-        for (i, split) in labels.iter().enumerate() {
-            index[base3(&split[..n])] = i as u16;
+        let masks: Vec<[u16; 3]> = labels.iter().map(|split| column_masks(n, split)).collect();
+        let mut first_rank = vec![u16::MAX; 1 << (n - 1)];
+        let mut second_rank = vec![u16::MAX; 1 << (2 * r - 1)];
+        let (mut firsts, mut seconds) = (0u16, 0u16);
+        for &[first, second, _] in &masks {
+            let slot = &mut first_rank[usize::from(first >> 1)];
+            if *slot == u16::MAX {
+                *slot = firsts;
+                firsts += 1;
+            }
+            let slot = &mut second_rank[usize::from(within(second, !first) >> 1)];
+            if *slot == u16::MAX {
+                *slot = seconds;
+                seconds += 1;
+            }
         }
-        let mut splits = Splits { n, labels, index, to_plain: Vec::new(), to_node: Vec::new(), nodes: Vec::new() };
+        let seconds = usize::from(seconds);
+        let mut by_ranks = vec![u16::MAX; usize::from(firsts) * seconds];
+        for (i, &[first, second, _]) in masks.iter().enumerate() {
+            let rank = usize::from(first_rank[usize::from(first >> 1)]) * seconds
+                + usize::from(second_rank[usize::from(within(second, !first) >> 1)]);
+            by_ranks[rank] = i as u16;
+        }
+        let mut splits = Splits {
+            n,
+            labels,
+            masks,
+            first_rank,
+            second_rank,
+            seconds,
+            by_ranks,
+            to_plain: Vec::new(),
+            to_node: Vec::new(),
+            nodes: Vec::new(),
+        };
         splits.to_plain = splits.labels.iter().map(|split| plain_permutation(r, n, split)).collect();
         let mut matrices: Vec<[u8; 9]> = Vec::new();
         let mut to_node = Vec::with_capacity(splits.labels.len());
@@ -98,18 +141,42 @@ impl Splits {
 
     /// The index of a split given by any column labels.
     fn index_of(&self, labels: &[u8; MAX_DIGITS]) -> u16 {
-        let mut rename = [u8::MAX; 3];
-        let mut next = 0u8;
-        let mut code = 0usize;
-        for &label in &labels[..self.n] {
-            let slot = &mut rename[usize::from(label)];
-            if *slot == u8::MAX {
-                *slot = next;
-                next += 1;
+        let [a, b, c] = column_masks(self.n, labels);
+        self.index_of_masks(a, b, c)
+    }
+
+    /// The index of the split whose columns are the digit masks a, b, c (any order).
+    #[inline]
+    fn index_of_masks(&self, a: u16, b: u16, c: u16) -> u16 {
+        // The column holding digit 0, then the one holding the least digit left.
+        let (first, x, y) = if a & 1 != 0 {
+            (a, b, c)
+        } else if b & 1 != 0 {
+            (b, a, c)
+        } else {
+            (c, a, b)
+        };
+        let second = if x.trailing_zeros() < y.trailing_zeros() { x } else { y };
+        let rank = usize::from(self.first_rank[usize::from(first >> 1)]) * self.seconds
+            + usize::from(self.second_rank[usize::from(within(second, !first) >> 1)]);
+        self.by_ranks[rank]
+    }
+
+    /// A relabelling ready to apply to many splits ([`Renamer::apply`]).
+    fn renamer(&self, perm: &Perm) -> Renamer<'_> {
+        let mut low = [0u16; 64];
+        let mut high = [0u16; 64];
+        for bits in 0..64usize {
+            for d in (0..6).filter(|d| bits & (1 << d) != 0) {
+                if d < self.n {
+                    low[bits] |= 1 << perm[d];
+                }
+                if d + 6 < self.n {
+                    high[bits] |= 1 << perm[d + 6];
+                }
             }
-            code = code * 3 + usize::from(*slot);
         }
-        self.index[code]
+        Renamer { splits: self, low, high }
     }
 
     /// The node of the stack pair (x, y) and a permutation taking x to the
@@ -126,8 +193,45 @@ impl Splits {
     }
 }
 
-fn base3(labels: &[u8]) -> usize {
-    labels.iter().fold(0usize, |code, &l| code * 3 + usize::from(l))
+/// A relabelling of the digits as masks: a digit mask's image is the
+/// images of its low six digits and of its high six, by table.
+struct Renamer<'a> {
+    splits: &'a Splits,
+    low: [u16; 64],
+    high: [u16; 64],
+}
+
+impl Renamer<'_> {
+    /// The split `split` after the relabelling ([`Splits::apply`] with its permutation).
+    #[inline]
+    fn apply(&self, split: u16) -> u16 {
+        let moved = |mask: u16| self.low[usize::from(mask & 63)] | self.high[usize::from(mask >> 6)];
+        let [a, b, c] = self.splits.masks[usize::from(split)];
+        self.splits.index_of_masks(moved(a), moved(b), moved(c))
+    }
+}
+
+/// The digit masks of a split's three columns, by label.
+fn column_masks(n: usize, labels: &[u8; MAX_DIGITS]) -> [u16; 3] {
+    let mut masks = [0u16; 3];
+    for (d, &label) in labels[..n].iter().enumerate() {
+        masks[usize::from(label)] |= 1 << d;
+    }
+    masks
+}
+
+/// The digits of `mask` numbered within `among` (the i-th least digit of
+/// `among` is digit i); `mask` lies within `among`.
+#[inline]
+fn within(mask: u16, among: u16) -> u16 {
+    let (mut out, mut rest, mut place) = (0u16, among & 0xfff, 0);
+    while rest != 0 {
+        let low = rest & rest.wrapping_neg();
+        out |= u16::from(mask & low != 0) << place;
+        place += 1;
+        rest ^= low;
+    }
+    out
 }
 
 /// Every split in canonical labels, in lexicographic order (the plain split first).
@@ -493,28 +597,31 @@ impl NodeOrbits {
 }
 
 /// b of every band by its node and the renamed splits of its other stacks,
-/// one per process and shared by every gangster it counts. A row (node and
-/// the splits of stacks 2 .. r-1) is filled whole when first read: by
-/// colouring (`Colouring`) for the first row of its orbit under the
-/// relabellings that keep the node (`NodeOrbits`), by relabelling that
-/// row for the others.
+/// one per process and shared by every gangster it counts, on every
+/// thread: its methods take `&self`. A row (node and the splits of stacks
+/// 2 .. r-1) is filled whole when first read, by whichever thread reads it
+/// first (the others wait for that row only): by colouring (`Colouring`)
+/// for the first row of its orbit under the relabellings that keep the node
+/// (`NodeOrbits`), by relabelling that row for the others. A filled row is
+/// never written again, so reading it takes no lock.
 pub struct StackPairTable {
     r: usize,
     splits: Splits,
     colouring: Colouring,
     /// For r = 4, per node.
     orbits: Vec<NodeOrbits>,
-    /// b by node, then the splits of stacks 2 .. r (row-major).
-    counts: Vec<u32>,
-    ready: Vec<bool>,
-    coloured: u64,
-    relabelled: u64,
+    /// b by row: for r = 4 a row is a node and the split of stack 2 and
+    /// holds b for every split of stack 3; for r = 3 a row is a node and
+    /// holds b for every split of stack 2; for r = 2 a row is a node and
+    /// holds its one b.
+    rows: Vec<OnceLock<Box<[u32]>>>,
+    coloured: AtomicU64,
+    relabelled: AtomicU64,
 }
 
 impl StackPairTable {
     /// An empty table for r x 3 boxes. Its rows take memory only as they
-    /// are filled (the allocation is zeroed lazily by the system): at most
-    /// nodes x splits^(r - 2) x 4 bytes, 1.2 GB for r = 4.
+    /// are filled: at most nodes x splits^(r - 2) x 4 bytes, 1.2 GB for r = 4.
     pub fn new(r: usize) -> Result<StackPairTable, ThreeBandError> {
         check_r(r)?;
         let splits = Splits::new(r);
@@ -524,29 +631,16 @@ impl StackPairTable {
         } else {
             Vec::new()
         };
-        let nodes = splits.nodes.len();
-        let size = nodes * splits.count().pow(r as u32 - 2);
-        let rows = if r == 4 { nodes * splits.count() } else { nodes };
-        let mut table = StackPairTable {
+        let rows = if r == 4 { splits.nodes.len() * splits.count() } else { splits.nodes.len() };
+        Ok(StackPairTable {
             r,
             splits,
             colouring,
             orbits,
-            counts: vec![0u32; size],
-            ready: vec![false; rows],
-            coloured: 0,
-            relabelled: 0,
-        };
-        if r == 2 {
-            // One entry a node: b of (plain, node), the node's split as the last stack.
-            let row = table.colouring.row(&[&table.splits.labels[0]]);
-            for (node, &split) in table.splits.nodes.iter().enumerate() {
-                table.counts[node] = row[usize::from(split)];
-            }
-            table.ready.fill(true);
-            table.coloured += 1;
-        }
-        Ok(table)
+            rows: (0..rows).map(|_| OnceLock::new()).collect(),
+            coloured: AtomicU64::new(0),
+            relabelled: AtomicU64::new(0),
+        })
     }
 
     /// The number of splits of the digits into three r-sets (5,775 for r = 4).
@@ -559,27 +653,30 @@ impl StackPairTable {
         self.splits.nodes.len()
     }
 
+    #[doc(hidden)]
+    pub fn scratch_rows(&self) -> &[OnceLock<Box<[u32]>>] {
+        &self.rows
+    }
     /// Rows filled by colouring so far.
     pub fn rows_coloured(&self) -> u64 {
-        self.coloured
+        self.coloured.load(Ordering::Relaxed)
     }
 
     /// Rows filled by relabelling a coloured row so far.
     pub fn rows_relabelled(&self) -> u64 {
-        self.relabelled
+        self.relabelled.load(Ordering::Relaxed)
     }
 
     /// Entries filled so far.
     pub fn filled(&self) -> u64 {
-        let per_row = if self.r == 2 { 1 } else { self.splits.count() as u64 };
-        self.ready.iter().filter(|&&ready| ready).count() as u64 * per_row
+        self.rows.iter().filter_map(OnceLock::get).map(|row| row.len() as u64).sum()
     }
 
     /// Fills every row now (a worker that will count many gangsters pays
     /// the whole table once, up front). Reads `cancel` before each row.
-    pub fn fill_all(&mut self, cancel: &AtomicBool) -> Result<(), ThreeBandError> {
-        for row in 0..self.ready.len() {
-            self.ensure_row(row, cancel)?;
+    pub fn fill_all(&self, cancel: &AtomicBool) -> Result<(), ThreeBandError> {
+        for row in 0..self.rows.len() {
+            self.row(row, cancel)?;
         }
         Ok(())
     }
@@ -588,53 +685,79 @@ impl StackPairTable {
         if self.r == 4 { node * self.splits.count() + usize::from(x) } else { node }
     }
 
-    /// Fills a row if it is not yet.
-    fn ensure_row(&mut self, row: usize, cancel: &AtomicBool) -> Result<(), ThreeBandError> {
-        if self.ready[row] {
-            return Ok(());
+    /// A row, filled first if it is not yet.
+    fn row(&self, row: usize, cancel: &AtomicBool) -> Result<&[u32], ThreeBandError> {
+        if let Some(values) = self.rows[row].get() {
+            return Ok(values);
         }
         // A coloured row takes tens of milliseconds: look at the flag before each.
         if cancel.load(Ordering::Relaxed) {
             return Err(ThreeBandError::Cancelled);
         }
-        let k = self.splits.count();
+        Ok(self.rows[row].get_or_init(|| self.fill(row)))
+    }
+
+    /// Asks the cache for a row that is about to be read, if it is filled.
+    fn prefetch_row(&self, row: usize) {
+        if let Some(values) = self.rows[row].get() {
+            prefetch(values);
+        }
+    }
+
+    /// A row's values: b / r! of each band (the bands up to the order of
+    /// their rows, which every band has r! of).
+    fn fill(&self, row: usize) -> Box<[u32]> {
         let plain = &self.splits.labels[0];
-        if self.r == 3 {
-            let values = self.colouring.row(&[plain, &self.splits.labels[usize::from(self.splits.nodes[row])]]);
-            self.counts[row * k..(row + 1) * k].copy_from_slice(&values);
-            self.coloured += 1;
-        } else {
-            let (node, x) = (row / k, row % k);
-            let first = usize::from(self.orbits[node].first[x]);
-            let first_row = node * k + first;
-            if !self.ready[first_row] {
-                let node_split = &self.splits.labels[usize::from(self.splits.nodes[node])];
-                let values = self.colouring.row(&[plain, node_split, &self.splits.labels[first]]);
-                self.counts[first_row * k..(first_row + 1) * k].copy_from_slice(&values);
-                self.ready[first_row] = true;
-                self.coloured += 1;
+        let node_split = |node: usize| &self.splits.labels[usize::from(self.splits.nodes[node])];
+        match self.r {
+            2 => {
+                // b of (plain, node), the node's split as the last stack.
+                let values = self.coloured(&[plain]);
+                Box::new([values[usize::from(self.splits.nodes[row])]])
             }
-            if first != x {
+            3 => self.coloured(&[plain, node_split(row)]),
+            _ => {
+                let k = self.splits.count();
+                let (node, x) = (row / k, row % k);
+                let first = usize::from(self.orbits[node].first[x]);
+                if first == x {
+                    return self.coloured(&[plain, node_split(node), &self.splits.labels[x]]);
+                }
                 // The relabelling h takes (plain, node, first) to (plain, node, x):
                 // b(plain, node, x, h y) = b(plain, node, first, y).
-                let h = self.orbits[node].to[x];
-                for y in 0..k {
-                    let moved = usize::from(self.splits.apply(&h, y as u16));
-                    self.counts[row * k + moved] = self.counts[first_row * k + y];
+                let never = AtomicBool::new(false);
+                let source = self.row(node * k + first, &never).expect("never cancelled");
+                let h = self.splits.renamer(&self.orbits[node].to[x]);
+                let mut values = vec![0u32; k].into_boxed_slice();
+                for (y, &b) in source.iter().enumerate() {
+                    values[usize::from(h.apply(y as u16))] = b;
                 }
-                self.relabelled += 1;
+                self.relabelled.fetch_add(1, Ordering::Relaxed);
+                values
             }
         }
-        self.ready[row] = true;
-        Ok(())
+    }
+
+    /// b / r! of every band whose first r - 1 stacks are `prefix`, by
+    /// colouring. Each is below 2^24 (the largest for r = 4 is 7,962,624),
+    /// which keeps a row sum within 64 bits.
+    fn coloured(&self, prefix: &[&[u8; MAX_DIGITS]]) -> Box<[u32]> {
+        self.coloured.fetch_add(1, Ordering::Relaxed);
+        let orders = ROW_ORDERS[self.r];
+        let mut values = self.colouring.row(prefix);
+        for value in &mut values {
+            assert!(value.is_multiple_of(orders) && *value / orders < 1 << 24, "b = {value} for r = {}", self.r);
+            *value /= orders;
+        }
+        values.into_boxed_slice()
     }
 
     /// G of the pattern's top band: the ways to complete it with a middle
     /// and a bottom band, the sum over the aligned middle bands of
     /// b(middle) x b(bottom). `cancel` is read once per choice of the first
     /// two stacks and before each row the table fills.
-    pub fn completions(&mut self, pattern: &Pattern, cancel: &AtomicBool) -> Result<u128, ThreeBandError> {
-        Ok(self.completions_of_group(std::slice::from_ref(pattern), cancel)?[0])
+    pub fn completions(&self, pattern: &Pattern, cancel: &AtomicBool) -> Result<u128, ThreeBandError> {
+        Ok(self.completions_of_group(std::slice::from_ref(pattern), 0, 1, cancel)?[0])
     }
 
     /// G of each pattern, the patterns counted together wherever their top
@@ -644,11 +767,23 @@ impl StackPairTable {
     /// each member). Patterns listed by [`super::gangsters`] share them
     /// digit for digit when their first r - 1 stacks are one class (359
     /// such groups for r = 4, 403 gangsters each on average).
-    pub fn completions_of_many(
-        &mut self,
+    pub fn completions_of_many(&self, patterns: &[Pattern], cancel: &AtomicBool) -> Result<Vec<u128>, ThreeBandError> {
+        self.completions_in_part(patterns, 0, 1, cancel)
+    }
+
+    /// Part `part` of `parts` of [`StackPairTable::completions_of_many`]:
+    /// the terms of every `parts`-th choice of the first two stacks from
+    /// the `part`-th. The parts 0 .. parts add up to G, so that several
+    /// threads can share the count of one group (each its own part, all on
+    /// this table). Panics unless part < parts.
+    pub fn completions_in_part(
+        &self,
         patterns: &[Pattern],
+        part: usize,
+        parts: usize,
         cancel: &AtomicBool,
     ) -> Result<Vec<u128>, ThreeBandError> {
+        assert!(part < parts, "part {part} of {parts}");
         let r = self.r;
         let mut groups: Vec<(Vec<[u8; MAX_R]>, Vec<usize>)> = Vec::new();
         for (index, pattern) in patterns.iter().enumerate() {
@@ -665,7 +800,7 @@ impl StackPairTable {
         let mut out = vec![0u128; patterns.len()];
         for (_, members) in groups {
             let group: Vec<Pattern> = members.iter().map(|&i| patterns[i].clone()).collect();
-            for (i, g) in members.into_iter().zip(self.completions_of_group(&group, cancel)?) {
+            for (i, g) in members.into_iter().zip(self.completions_of_group(&group, part, parts, cancel)?) {
                 out[i] = g;
             }
         }
@@ -673,8 +808,15 @@ impl StackPairTable {
     }
 
     /// G of each pattern of a group whose top bands share the first r - 1
-    /// stacks digit for digit ([`StackPairTable::completions_of_many`]).
-    fn completions_of_group(&mut self, patterns: &[Pattern], cancel: &AtomicBool) -> Result<Vec<u128>, ThreeBandError> {
+    /// stacks digit for digit ([`StackPairTable::completions_of_many`]), or
+    /// part `part` of `parts` of it ([`StackPairTable::completions_in_part`]).
+    fn completions_of_group(
+        &self,
+        patterns: &[Pattern],
+        part: usize,
+        parts: usize,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
         let r = self.r;
         if let Some(other) = patterns.iter().find(|p| p.r() != r) {
             return Err(ThreeBandError::UnsupportedShape { r: other.r() });
@@ -684,7 +826,7 @@ impl StackPairTable {
             // Two stacks: the members differ in the stack the pairs are made of.
             let mut out = Vec::with_capacity(patterns.len());
             for pattern in patterns {
-                out.push(self.completions(pattern, cancel)?);
+                out.push(self.completions_of_group(std::slice::from_ref(pattern), part, parts, cancel)?[0]);
             }
             return Ok(out);
         }
@@ -733,64 +875,88 @@ impl StackPairTable {
         // Renamed splits: the last stack's by split (for every member), the
         // third's (r = 4, shared) by choice.
         let (mut last_m, mut last_l) = (vec![0u16; k], vec![0u16; k]);
-        let mut y_m: Vec<Vec<u16>> = last.iter().map(|choices| vec![0; choices.len()]).collect();
-        let mut y_l = y_m.clone();
+        // Per member, its last stack's choices as index pairs into the two
+        // rows a term reads: the middle band's renamed split in the low 16
+        // bits, the bottom band's in the high (one load a term).
+        let width = last[0].len();
+        let mut reads = vec![0u32; patterns.len() * width];
         let third = if r == 4 { shared[2].clone() } else { Vec::new() };
         let (mut x_m, mut x_l) = (vec![0u16; third.len()], vec![0u16; third.len()]);
         let mut totals = vec![0u128; patterns.len()];
-        for (node_m, node_l, perm_m, perm_l) in pairs {
+        for (node_m, node_l, perm_m, perm_l) in pairs.into_iter().skip(part).step_by(parts) {
             if cancel.load(Ordering::Relaxed) {
                 return Err(ThreeBandError::Cancelled);
             }
             if r == 2 {
-                totals[0] += u128::from(self.counts[node_m]) * u128::from(self.counts[node_l]);
+                let (b_m, b_l) = (self.row(node_m, cancel)?[0], self.row(node_l, cancel)?[0]);
+                totals[0] += u128::from(u64::from(b_m) * u64::from(b_l));
                 continue;
             }
+            let (rename_m, rename_l) = (self.splits.renamer(&perm_m), self.splits.renamer(&perm_l));
             for &y in &met_m {
-                last_m[usize::from(y)] = self.splits.apply(&perm_m, y);
+                last_m[usize::from(y)] = rename_m.apply(y);
             }
             for &y in &met_l {
-                last_l[usize::from(y)] = self.splits.apply(&perm_l, y);
+                last_l[usize::from(y)] = rename_l.apply(y);
             }
-            for (member, choices) in last.iter().enumerate() {
-                for (j, &(m, l, _)) in choices.iter().enumerate() {
-                    y_m[member][j] = last_m[usize::from(m)];
-                    y_l[member][j] = last_l[usize::from(l)];
+            for (member_reads, choices) in reads.chunks_exact_mut(width).zip(&last) {
+                for (read, &(m, l, _)) in member_reads.iter_mut().zip(choices) {
+                    *read = u32::from(last_m[usize::from(m)]) | u32::from(last_l[usize::from(l)]) << 16;
                 }
             }
             if r == 3 {
-                self.ensure_row(node_m, cancel)?;
-                self.ensure_row(node_l, cancel)?;
-                let (row_m, row_l) = (&self.counts[node_m * k..][..k], &self.counts[node_l * k..][..k]);
-                for (total, (y_m, y_l)) in totals.iter_mut().zip(y_m.iter().zip(&y_l)) {
-                    *total += row_sum(row_m, row_l, y_m, y_l);
+                let (row_m, row_l) = (self.row(node_m, cancel)?, self.row(node_l, cancel)?);
+                for (total, member_reads) in totals.iter_mut().zip(reads.chunks_exact(width)) {
+                    *total += u128::from(row_sum(row_m, row_l, member_reads));
                 }
                 continue;
             }
             for (i, &(m, l, _)) in third.iter().enumerate() {
-                x_m[i] = self.splits.apply(&perm_m, m);
-                x_l[i] = self.splits.apply(&perm_l, l);
+                x_m[i] = rename_m.apply(m);
+                x_l[i] = rename_l.apply(l);
             }
-            for (&x_m, &x_l) in x_m.iter().zip(&x_l) {
-                let (row_m, row_l) = (self.row_of(node_m, x_m), self.row_of(node_l, x_l));
-                self.ensure_row(row_m, cancel)?;
-                self.ensure_row(row_l, cancel)?;
-                let (row_m, row_l) = (&self.counts[row_m * k..][..k], &self.counts[row_l * k..][..k]);
-                for (total, (y_m, y_l)) in totals.iter_mut().zip(y_m.iter().zip(&y_l)) {
-                    *total += row_sum(row_m, row_l, y_m, y_l);
+            for (i, (&row_m, &row_l)) in x_m.iter().zip(&x_l).enumerate() {
+                let row_m = self.row(self.row_of(node_m, row_m), cancel)?;
+                let row_l = self.row(self.row_of(node_l, row_l), cancel)?;
+                // The next two rows come from memory while these are summed
+                // (worth about half the time of a group of ten: BENCHMARKS.md).
+                if let (Some(&next_m), Some(&next_l)) = (x_m.get(i + 1), x_l.get(i + 1)) {
+                    self.prefetch_row(self.row_of(node_m, next_m));
+                    self.prefetch_row(self.row_of(node_l, next_l));
+                }
+                for (total, member_reads) in totals.iter_mut().zip(reads.chunks_exact(width)) {
+                    *total += u128::from(row_sum(row_m, row_l, member_reads));
                 }
             }
         }
-        Ok(totals.into_iter().map(|total| 2 * total).collect())
+        // The table holds b / r!, and each term stands for itself and its swap.
+        let rows_ordered = u128::from(ROW_ORDERS[r]).pow(2);
+        Ok(totals.into_iter().map(|total| 2 * rows_ordered * total).collect())
     }
 }
 
-/// The sum over j of a[x[j]] x b[y[j]].
+/// Asks the processor to bring `values` into the first-level cache: a
+/// hint, which changes no value (nothing on other processors).
 #[inline]
-fn row_sum(a: &[u32], b: &[u32], x: &[u16], y: &[u16]) -> u128 {
-    let mut sum = 0u128;
-    for (&i, &j) in x.iter().zip(y) {
-        sum += u128::from(u64::from(a[usize::from(i)]) * u64::from(b[usize::from(j)]));
+fn prefetch(values: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in values.chunks(16) {
+        // SAFETY: a prefetch reads nothing into the program and never
+        // faults, whatever the address; this one is inside a live slice.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = values;
+}
+
+/// The sum over the index pairs of a[low 16 bits] x b[high 16 bits]. The
+/// table's entries are below 2^24 and a row sum has at most 346 terms, so
+/// it fits 64 bits.
+#[inline]
+fn row_sum(a: &[u32], b: &[u32], reads: &[u32]) -> u64 {
+    let mut sum = 0u64;
+    for &read in reads {
+        sum += u64::from(a[(read & 0xffff) as usize]) * u64::from(b[(read >> 16) as usize]);
     }
     sum
 }
@@ -822,6 +988,29 @@ mod tests {
         }
     }
 
+    /// Every split's labels read back to its index, in any column order,
+    /// and a relabelling by masks ([`Renamer`]) gives the split that
+    /// relabelling the labels gives.
+    #[test]
+    fn split_indexes_read_back_and_renamers_agree() {
+        for r in [2, 3, 4] {
+            let splits = Splits::new(r);
+            for (i, labels) in splits.labels.iter().enumerate() {
+                assert_eq!(usize::from(splits.index_of(labels)), i, "r = {r}");
+                let rotated: [u8; MAX_DIGITS] = std::array::from_fn(|d| (labels[d] + 1) % 3);
+                assert_eq!(usize::from(splits.index_of(&rotated)), i, "r = {r}");
+            }
+            let k = splits.count() as u16;
+            for x in (0..k).step_by(37) {
+                let (_, perm) = splits.renaming(x, k - 1 - x);
+                let renamer = splits.renamer(&perm);
+                for y in (0..k).step_by(7) {
+                    assert_eq!(renamer.apply(y), splits.apply(&perm, y), "r = {r}");
+                }
+            }
+        }
+    }
+
     /// The partitions into 3-sets are ranked densely: 10, 280 and 15,400
     /// ranks, each met once over all partitions, and a split has r!^2
     /// distinct transversal partitions.
@@ -848,23 +1037,22 @@ mod tests {
     }
 
     /// Entries of the r = 4 table, coloured rows and relabelled ones,
-    /// equal b of their bands counted by perfect matchings.
+    /// equal b / 4! of their bands, b counted by perfect matchings.
     #[test]
     fn table_entries_are_band_counts() {
         let never = AtomicBool::new(false);
-        let mut table = StackPairTable::new(4).unwrap();
+        let table = StackPairTable::new(4).unwrap();
         let k = table.splits();
         for node in 0..table.nodes() {
             for x in (node * 131..k).step_by(1_447) {
-                let row = table.row_of(node, x as u16);
-                table.ensure_row(row, &never).unwrap();
+                let row = table.row(table.row_of(node, x as u16), &never).unwrap();
                 for y in (x % 7..k).step_by(1_931) {
                     let stacks = [0, table.splits.nodes[node], x as u16, y as u16];
                     let vectors: Vec<[u8; MAX_R]> = (0..12)
                         .map(|d| std::array::from_fn(|s| table.splits.labels[usize::from(stacks[s])][d]))
                         .collect();
                     let b = super::super::band_count(&Pattern::from_vectors(4, &vectors).unwrap());
-                    assert_eq!(u128::from(table.counts[row * k + y]), b, "node {node}, x {x}, y {y}");
+                    assert_eq!(u128::from(row[y]) * 24, b, "node {node}, x {x}, y {y}");
                 }
             }
         }
@@ -878,19 +1066,39 @@ mod tests {
     fn groups_count_as_their_members() {
         let never = AtomicBool::new(false);
         for r in [2, 3] {
-            let mut table = StackPairTable::new(r).unwrap();
+            let table = StackPairTable::new(r).unwrap();
             let patterns: Vec<Pattern> = gangsters(r).unwrap().into_iter().map(|class| class.pattern).collect();
             let together = table.completions_of_many(&patterns, &never).unwrap();
             for (pattern, g) in patterns.iter().zip(together) {
                 assert_eq!(table.completions(pattern, &never).unwrap(), g, "{}", pattern.key());
             }
         }
-        let mut table = StackPairTable::new(3).unwrap();
+        let table = StackPairTable::new(3).unwrap();
         let patterns: Vec<Pattern> = gangsters(3).unwrap().into_iter().map(|class| class.pattern).collect();
         let prefix = |p: &Pattern| -> Vec<[u8; 2]> { p.digit_vectors().iter().map(|v| [v[0], v[1]]).collect() };
         let other = patterns.iter().find(|p| prefix(p) != prefix(&patterns[0])).expect("two groups at least");
-        let error = table.completions_of_group(&[patterns[0].clone(), other.clone()], &never).unwrap_err();
+        let error = table.completions_of_group(&[patterns[0].clone(), other.clone()], 0, 1, &never).unwrap_err();
         assert!(error.to_string().contains("does not share its first 2 stacks"), "{error}");
+    }
+
+    /// The parts of a count add up to it, in any number of parts (more
+    /// parts than first-stack choices included).
+    #[test]
+    fn parts_add_up_to_the_count() {
+        let never = AtomicBool::new(false);
+        for r in [2, 3] {
+            let table = StackPairTable::new(r).unwrap();
+            let patterns: Vec<Pattern> = gangsters(r).unwrap().into_iter().map(|class| class.pattern).collect();
+            let whole = table.completions_of_many(&patterns, &never).unwrap();
+            for parts in [2, 3, 1000] {
+                let mut sum = vec![0u128; patterns.len()];
+                for part in 0..parts {
+                    let share = table.completions_in_part(&patterns, part, parts, &never).unwrap();
+                    sum.iter_mut().zip(share).for_each(|(total, g)| *total += g);
+                }
+                assert_eq!(sum, whole, "r = {r}, {parts} parts");
+            }
+        }
     }
 
     /// G by the table equals the plain sum for every class of r = 2 and 3.
@@ -898,7 +1106,7 @@ mod tests {
     fn agrees_with_the_plain_sum() {
         let never = AtomicBool::new(false);
         for r in [2, 3] {
-            let mut table = StackPairTable::new(r).unwrap();
+            let table = StackPairTable::new(r).unwrap();
             for class in gangsters(r).unwrap() {
                 let plain = completions_by_sum(&class.pattern, &never).unwrap();
                 assert_eq!(table.completions(&class.pattern, &never).unwrap(), plain, "{}", class.pattern.key());

@@ -30,6 +30,7 @@
 //! totals exactly (N0 of the 9x9 count, the 2x4 shape's total).
 
 pub mod fixtures;
+mod staged;
 mod store;
 mod streamed;
 
@@ -64,6 +65,11 @@ impl Property {
 /// A lease cap of 50 leases an identity.
 fn capped() -> StoreConfig {
     StoreConfig { max_leases_per_worker: 50, ..StoreConfig::default() }
+}
+
+/// A job fails for good at its first failure.
+fn one_failure() -> StoreConfig {
+    StoreConfig { max_attempts: 1, fail_quorum: 1, ..StoreConfig::default() }
 }
 
 /// The properties, each with the name of its function and the
@@ -105,6 +111,8 @@ properties!(
     streamed::a_class_in_many_chunks_has_all_its_jobs,
     streamed::a_key_repeated_in_a_later_chunk_is_refused_and_nothing_is_stored,
     streamed::jobs_are_stored_in_the_order_given_and_any_order_folds,
+    staged::a_stage_is_leased_once_every_job_below_it_is_done,
+    staged::a_failed_job_holds_the_stages_after_it_until_a_requeue with one_failure,
 );
 
 /// Checks every property of the suite, each on a new empty store that

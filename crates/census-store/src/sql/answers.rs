@@ -1,16 +1,16 @@
 //! Answers in SQL: the pages a fold reads, the sums it is checked against
-//! (the `group_totals` and `run_progress` views), the answer written, and
-//! what progress shows.
+//! (the `group_totals` and `run_progress` views), the answer written,
+//! what progress shows, and what a stage accepted.
 
 use async_trait::async_trait;
 use num_bigint::BigUint;
 
 use super::{SqlBackend, SqlTx};
 use crate::backend::{
-    AnswerStorage, ClassPage, ClassSums, FinishedAnswer, FoldPage, FoldRow, FoldSource, Recent, RecentResults,
-    parse_big, parse_count,
+    AcceptedPage, AnswerStorage, ClassPage, ClassSums, FinishedAnswer, FoldPage, FoldRow, FoldSource, Recent,
+    RecentResults, parse_big, parse_count,
 };
-use crate::{ClassTotal, RunId, StoreError, WorkerProgress};
+use crate::{AcceptedCount, ClassTotal, RunId, StoreError, WorkerProgress};
 
 /// A job and its count, as a fold reads it.
 #[derive(sqlx::FromRow)]
@@ -43,6 +43,15 @@ struct ClassRow {
     jobs_total: i64,
     jobs_done: i64,
     count_sum: String,
+}
+
+/// A done job's accepted count.
+#[derive(sqlx::FromRow)]
+struct AcceptedRow {
+    id: i64,
+    key: String,
+    /// Decimal text.
+    count: Option<String>,
 }
 
 /// An identity's statistics in a run.
@@ -243,6 +252,26 @@ impl AnswerStorage for SqlBackend {
                     jobs_done: row.jobs_done as u32,
                     count_sum: parse_big(&row.count_sum)?,
                 })
+            })
+            .collect()
+    }
+
+    /// Along the (run, state, stage, id) index of staged jobs, or the
+    /// (run, state, id) index of a run of one stage.
+    async fn accepted_counts(&self, page: &AcceptedPage) -> Result<Vec<AcceptedCount>, StoreError> {
+        let stage = page.stage.map_or(String::new(), |stage| format!("AND stage = {stage}"));
+        let rows: Vec<AcceptedRow> = sqlx::query_as(&format!(
+            "SELECT id, key, CAST(count AS TEXT) AS count FROM jobs
+             WHERE run_id = $1 AND state = 'done' {stage} AND id > $2 ORDER BY id LIMIT $3"
+        ))
+        .bind(page.run)
+        .bind(page.after)
+        .bind(page.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(AcceptedCount { job_id: row.id, key: row.key, count: parse_count(&row.count.unwrap_or_default())? })
             })
             .collect()
     }

@@ -1,5 +1,7 @@
 //! The queue in SQL: leasing pending (or expired) jobs along the (run,
-//! state, id) index, extending leases, releasing them.
+//! state, id) index (a run of stages: the (run, state, stage, id) index of
+//! its jobs), the lowest stage holding a job in some state, extending
+//! leases, releasing them.
 
 use std::collections::HashSet;
 
@@ -7,7 +9,10 @@ use async_trait::async_trait;
 use sqlx::FromRow;
 
 use super::{LeaseColumns, SqlBackend, SqlTx, placeholders};
-use crate::backend::{ExtendLeases, HeldBy, LeaseJobs, LeaseRecord, LeasedJob, OpenRun, OpenTo, QueueStorage, Waiting};
+use crate::backend::{
+    ExtendLeases, HeldBy, JobState, LeaseJobs, LeaseRecord, LeasedJob, LowestStages, OpenRun, OpenTo, QueueStorage,
+    Waiting,
+};
 use crate::{JobId, RunId, StoreError};
 
 /// The assignments that retire a job's lease: no owner, no token, no
@@ -31,6 +36,13 @@ struct LeasedRow {
 struct OpenRunRow {
     id: RunId,
     max_lease_ms: Option<i64>,
+}
+
+/// A state's lowest stage in a run.
+#[derive(FromRow)]
+struct LowestRow {
+    state: String,
+    stage: Option<i64>,
 }
 
 /// A job's lease, as fencing reads it.
@@ -88,6 +100,8 @@ impl QueueStorage for SqlBackend {
             Waiting::Expired => "j.state = 'leased' AND j.lease_expires_at < $3",
             Waiting::Pending => "j.state = 'pending'",
         };
+        // Literal like the limit: the stage picks the index of staged jobs.
+        let stage = lease.stage.map_or(String::new(), |stage| format!("AND j.stage = {stage}"));
         let sql = format!(
             "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_owner = $1, lease_expires_at = $2,
                     lease_started_at = $3, updated_at = $3,
@@ -98,7 +112,7 @@ impl QueueStorage for SqlBackend {
                 // The limit is literal: with a parameter there, Postgres's
                 // generic plan sorts every pending job of the run.
                 "SELECT j.id FROM jobs j
-                 WHERE j.run_id = $5 AND {waiting} AND {}
+                 WHERE j.run_id = $5 AND {waiting} {stage} AND {}
                  ORDER BY j.id LIMIT {} {}",
                 open_to("$1", lease.max_failures),
                 lease.wanted,
@@ -132,6 +146,42 @@ impl QueueStorage for SqlBackend {
             open_to("$1", open.max_failures)
         );
         Ok(sqlx::query(&sql).bind(open.worker).bind(open.run).fetch_optional(&self.pool).await?.is_some())
+    }
+
+    async fn lowest_stages(&self, tx: Option<&mut SqlTx>, run: RunId) -> Result<LowestStages, StoreError> {
+        // One statement, so one snapshot; each state's least stage is one
+        // probe of the staged index.
+        let states = [JobState::Pending, JobState::Leased, JobState::Failed];
+        let lowest: Vec<String> = states
+            .iter()
+            .map(|state| {
+                format!(
+                    "SELECT '{0}' AS state, MIN(stage) AS stage FROM jobs
+                     WHERE run_id = $1 AND state = '{0}' AND stage IS NOT NULL",
+                    state.as_str()
+                )
+            })
+            .collect();
+        let sql = lowest.join(" UNION ALL ");
+        let query = sqlx::query_as::<_, LowestRow>(&sql).bind(run);
+        let rows = match tx {
+            Some(tx) => query.fetch_all(&mut **tx).await?,
+            None => query.fetch_all(&self.pool).await?,
+        };
+        let mut lowest = LowestStages::default();
+        for row in rows {
+            let stage = row
+                .stage
+                .map(|stage| u32::try_from(stage).map_err(|_| StoreError::Internal(format!("stage {stage}"))))
+                .transpose()?;
+            match row.state.parse::<JobState>()? {
+                JobState::Pending => lowest.pending = stage,
+                JobState::Leased => lowest.leased = stage,
+                JobState::Failed => lowest.failed = stage,
+                JobState::Done => {}
+            }
+        }
+        Ok(lowest)
     }
 
     async fn extend_leases(&self, extend: &ExtendLeases<'_>) -> Result<HashSet<String>, StoreError> {

@@ -160,9 +160,10 @@ impl RunStorage for SqlBackend {
         struct Row<'a> {
             class_id: i64,
             key: &'a str,
+            stage: Option<i64>,
         }
         // Every job's class is the run's (Postgres has no foreign key from
-        // jobs to classes: migration 0007): the chunk's classes, each once,
+        // jobs to classes: migration 0008): the chunk's classes, each once,
         // looked up a row at a time, a tenth of the jobs' lookups for the
         // synthetic census (a lookup a job was a third of the insert).
         #[derive(serde::Serialize)]
@@ -187,13 +188,14 @@ impl RunStorage for SqlBackend {
                 classes.len()
             )));
         }
-        let rows: Vec<Row<'_>> = jobs.iter().map(|job| Row { class_id: job.class, key: job.key }).collect();
+        let rows: Vec<Row<'_>> =
+            jobs.iter().map(|job| Row { class_id: job.class, key: job.key, stage: job.stage.map(i64::from) }).collect();
         // In the order given: a job's id is its place in the census's list,
         // which the fold at finish walks in step with the rows.
-        let from = self.dialect.json_rows("$3", &[("class_id", "BIGINT"), ("key", "TEXT")]);
+        let from = self.dialect.json_rows("$3", &[("class_id", "BIGINT"), ("key", "TEXT"), ("stage", "BIGINT")]);
         let sql = format!(
-            "INSERT INTO jobs (run_id, class_id, key, created_at, updated_at)
-             SELECT $1, x.class_id, x.key, $2, $2 FROM {from} ORDER BY x.n"
+            "INSERT INTO jobs (run_id, class_id, key, stage, created_at, updated_at)
+             SELECT $1, x.class_id, x.key, x.stage, $2, $2 FROM {from} ORDER BY x.n"
         );
         match sqlx::query(&sql).bind(run).bind(now).bind(json(&rows)?).execute(&mut **tx).await {
             Ok(_) => Ok(Inserted::New(())),

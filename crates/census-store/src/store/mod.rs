@@ -5,7 +5,8 @@
 //! pure), who holds a lease (`fencing`), leasing within the caps (`queue`),
 //! creating runs (`runs`), the fold at finish and its checks, progress and
 //! answers (`totals`), recounts, failures, requeues and quarantine
-//! reaching back (`remedies`), tokens (`tokens`). A batch of reports is
+//! reaching back (`remedies`), the open stage of a run of stages and what
+//! a stage accepted (`stages`), tokens (`tokens`). A batch of reports is
 //! load -> decide -> apply in one transaction (`completion`).
 //!
 //! This file holds the store, its caches, and the trait's table of contents.
@@ -16,6 +17,7 @@ mod fencing;
 mod queue;
 mod remedies;
 mod runs;
+mod stages;
 mod tokens;
 mod totals;
 
@@ -28,8 +30,9 @@ use census_math::census::Census;
 
 use crate::backend::{RunState, StorageBackend};
 use crate::{
-    ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, JobStream, Lease, LeaseCheck,
-    Progress, QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError, TokenRecord,
+    AcceptedCount, ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, JobStream,
+    Lease, LeaseCheck, Progress, QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError,
+    TokenRecord,
 };
 
 /// Immutable facts about a run, cached so a lease needs no join.
@@ -37,6 +40,8 @@ struct RunFacts {
     /// The run's census, handed to workers with each lease.
     census: Census,
     classes: u64,
+    /// The census's stages (`Census::stage_count`): 1 for every kind but layers.
+    stages: u32,
 }
 
 /// The job store over any [`StorageBackend`]: the rules, written once.
@@ -176,6 +181,16 @@ impl<B: StorageBackend> JobStore for Store<B> {
         let page =
             crate::backend::ClassPage { run, after: i64::from(first) - 1, limit: limit.map_or(i64::MAX, i64::from) };
         self.backend.class_totals(&page).await
+    }
+
+    async fn accepted_counts(
+        &self,
+        run: RunId,
+        stage: u32,
+        after: JobId,
+        limit: u32,
+    ) -> Result<Vec<AcceptedCount>, StoreError> {
+        self.read_accepted_counts(run, stage, after, limit).await
     }
 
     fn take_finished_runs(&self) -> Vec<RunId> {

@@ -1,10 +1,12 @@
 //! The queue's rules: who may lease (not a quarantined identity, not past
 //! its lease cap), how long a lease lives (the run's own lifetime or the
-//! coordinator's, whichever is longer), which runs go first, and whether
-//! anything is left for an identity.
+//! coordinator's, whichever is longer), which runs go first, which jobs of
+//! a run of stages may be leased (its open stage: `stages.rs`), and
+//! whether anything is left for an identity.
 
 use std::time::Duration;
 
+use super::stages::Leasable;
 use super::{Store, now_ms};
 use crate::backend::{ExtendLeases, JobState, LeaseJobs, OpenTo, StorageBackend, Waiting};
 use crate::{HeartbeatOutcome, Lease, RunId, StoreError};
@@ -62,9 +64,17 @@ impl<B: StorageBackend> Store<B> {
         let salt = token_salt();
         let runs = self.backend.open_runs(Some(&mut tx), run).await?;
         // Runs in priority order; in each, expired leases first (few), then
-        // pending jobs in id order.
+        // pending jobs in id order, of the open stage in a run of stages.
         let mut leased = Vec::new();
         'runs: for open in runs {
+            if max - leased.len() as i64 <= 0 {
+                break;
+            }
+            let stage = match self.leasable(Some(&mut tx), open.id).await? {
+                Leasable::Any => None,
+                Leasable::Stage(stage) => Some(stage),
+                Leasable::Nothing => continue,
+            };
             let ttl = ttl.min(self.run_lease_lifetime(open.max_lease_ms));
             for waiting in [Waiting::Expired, Waiting::Pending] {
                 let wanted = max - leased.len() as i64;
@@ -80,6 +90,7 @@ impl<B: StorageBackend> Store<B> {
                     expires_at: now + ttl.as_millis() as i64,
                     token_salt: &salt,
                     max_failures: self.max_failures(),
+                    stage,
                 };
                 leased.extend(self.backend.lease_jobs(&mut tx, &lease).await?);
             }
@@ -104,7 +115,16 @@ impl<B: StorageBackend> Store<B> {
         if self.backend.is_quarantined(None, worker).await? {
             return Ok(false);
         }
-        let runs = self.backend.open_runs(None, run).await?;
+        // A run of stages whose open stage holds only failed jobs has
+        // nothing for anyone until an operator acts. Otherwise a job of a
+        // later stage is work to come: it is handed out once the stage
+        // below is done (by other identities, perhaps).
+        let mut runs = Vec::new();
+        for open in self.backend.open_runs(None, run).await? {
+            if !self.stage_blocked(open.id).await? {
+                runs.push(open);
+            }
+        }
         for state in [JobState::Pending, JobState::Leased] {
             for open in &runs {
                 let open = OpenTo { run: open.id, state, worker, max_failures: self.max_failures() };

@@ -46,9 +46,6 @@ fn check_new_job(job: &JobSpec) -> Result<(), StoreError> {
             return Err(StoreError::Invalid(format!("{what} {text:?}: 1 to {MAX_KEY_LEN} characters")));
         }
     }
-    if job.weight == 0 {
-        return Err(StoreError::Invalid(format!("job {:?}: weight 0: a class has at least one member", job.key)));
-    }
     Ok(())
 }
 
@@ -59,7 +56,7 @@ impl<B: StorageBackend> Store<B> {
         }
         let outline = self.backend.run_outline(run).await?.ok_or(StoreError::UnknownRun(run))?;
         let census = read_census(run, &outline.census)?;
-        let facts = Arc::new(RunFacts { census, classes: outline.classes });
+        let facts = Arc::new(RunFacts { census, classes: outline.classes, stages: census.stage_count() });
         self.runs.lock().expect("the run cache is never poisoned").insert(run, facts.clone());
         Ok(facts)
     }
@@ -104,6 +101,15 @@ impl<B: StorageBackend> Store<B> {
         if jobs.peek().is_none() {
             return Err(StoreError::Invalid("a run needs at least one job".into()));
         }
+        // Each job's stage is kept where there is more than one, for the
+        // lease's stage rule (`stages.rs`).
+        let staged = spec.census.stage_count() > 1;
+        let stage_of = |job: &JobSpec| -> Result<Option<u32>, StoreError> {
+            if !staged {
+                return Ok(None);
+            }
+            spec.census.stage(&job.key).map(Some).map_err(|e| StoreError::Invalid(format!("job {:?}: {e}", job.key)))
+        };
 
         let now = now_ms();
         let mut tx = self.backend.begin().await?;
@@ -135,7 +141,7 @@ impl<B: StorageBackend> Store<B> {
                     return Err(StoreError::Invalid(format!("class {:?} is given two weights", job.group)));
                 }
                 class.jobs += 1;
-                new_jobs.push(NewJob { class: class.id as i64, key: &job.key });
+                new_jobs.push(NewJob { class: class.id as i64, key: &job.key, stage: stage_of(job)? });
             }
             // The run's row, once its first chunk is known to be sound.
             let run = match created {

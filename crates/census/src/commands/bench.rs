@@ -31,16 +31,25 @@ pub struct Args {
     #[arg(long)]
     limit: Option<usize>,
     /// With --census: count only N jobs chosen at random (without
-    /// repeats), one report line per job as it finishes, to spot-check
-    /// classes against published counts and to time single jobs.
+    /// repeats), each as a worker counts it: with the run of neighbouring
+    /// jobs a worker's thread counts together with it (for 4x3, the 256
+    /// jobs of the job list from a multiple of 256: a random sample of the
+    /// runs, whole; other kinds count a job alone). One report line per
+    /// job as its run finishes, to spot-check classes against published
+    /// counts and to time jobs as workers count them.
     #[arg(long, requires = "census", value_name = "N")]
     sample: Option<usize>,
     /// With --sample: the seed of the random choice (the same seed, the
     /// same jobs); without it a random seed is used and reported.
     #[arg(long, requires = "sample")]
     seed: Option<u64>,
+    /// With --sample: count each chosen job alone, not with its run (a
+    /// quick spot check of one 4x3 class: a minute or two, not half an hour).
+    #[arg(long, requires = "sample")]
+    alone: bool,
     /// Print JSON: {"stage", "counter", "threads", "seconds", "jobs", "completions", "sum", "exact"};
-    /// with --sample one line per job: {"census", "seed", "class", "group", "key", "weight", "count", "seconds"}.
+    /// with --sample one line per job counted: {"census", "seed", "class", "group", "key", "weight",
+    /// "count", "seconds", "cpu_seconds", "run", "run_jobs", "sampled"}.
     #[arg(long)]
     json: bool,
 }
@@ -63,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(census) = args.census {
         if let Some(n) = args.sample {
-            return bench_sample(census, n, args.seed, args.threads, args.json);
+            return bench_sample(census, n, args.seed, args.alone, args.threads, args.json);
         }
         return bench_census(census, args.threads, args.json);
     }
@@ -218,67 +227,117 @@ fn bench_census(census: Census, threads: usize, json: bool) -> anyhow::Result<Ex
     Ok(if report.exact == Some(false) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// One line of `bench --census C --sample N`: a job (a class of the census)
-/// counted alone.
+/// One line of `bench --census C --sample N`: a job (a class of the census),
+/// counted with its run.
 #[derive(Serialize)]
 struct SampleReport {
     census: String,
     /// The seed that chose the sample: the same seed, the same jobs.
     seed: u64,
     /// The job's index in the census's job list (for 4x3, the gangster's
-    /// index in `three_bands::gangsters` order, not Silver's numbering).
+    /// index in `three_bands::jobs` order, not Silver's numbering).
     class: usize,
     group: String,
     key: String,
     /// Decimal strings: both can exceed 2^64.
     weight: String,
     count: String,
+    /// The run's wall time over its jobs (what a worker reports for each).
     seconds: f64,
+    /// The counting thread's CPU time over the run, over its jobs.
+    cpu_seconds: f64,
+    /// The index of the run's first job, and how many jobs it holds.
+    run: usize,
+    run_jobs: usize,
+    /// Whether the sample chose this job (the others came with its run).
+    sampled: bool,
 }
 
-/// Counts `n` jobs of the census chosen at random, each timed alone, and
-/// prints a line per job as it finishes (so a long sample reports as it goes).
-fn bench_sample(census: Census, n: usize, seed: Option<u64>, threads: usize, json: bool) -> anyhow::Result<ExitCode> {
+/// The runs that count the chosen jobs, as first indexes and lengths in
+/// the job list: the `together` jobs from each multiple of `together` (a
+/// worker leases that many a thread, in job order), each run once, in the
+/// order their first chosen job was drawn.
+fn runs_of(chosen: &[usize], together: usize, jobs: usize) -> Vec<(usize, usize)> {
+    let together = together.max(1);
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &job in chosen {
+        let start = job / together * together;
+        if !runs.iter().any(|&(first, _)| first == start) {
+            runs.push((start, together.min(jobs - start)));
+        }
+    }
+    runs
+}
+
+/// Counts `n` jobs of the census chosen at random, each in its run (or
+/// alone), the runs spread over `threads` threads that share the census's
+/// counter, and prints a line per job as its run finishes (so a long
+/// sample reports as it goes).
+fn bench_sample(
+    census: Census,
+    n: usize,
+    seed: Option<u64>,
+    alone: bool,
+    threads: usize,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let jobs = census.jobs()?;
     if n == 0 || n > jobs.len() {
         return Err(UsageError(format!("--sample must be 1 to {} for {census} (its jobs)", jobs.len())).into());
     }
     let seed = seed.unwrap_or_else(random_seed);
     let chosen = choose(jobs.len(), n, seed);
+    let together = if alone { 1 } else { census.jobs_counted_together() as usize };
+    let runs = runs_of(&chosen, together, jobs.len());
+    let sampled: std::collections::HashSet<usize> = chosen.iter().copied().collect();
     let counter = census.job_counter();
     let next = AtomicUsize::new(0);
     let printed = std::sync::Mutex::new(());
+    let never = std::sync::atomic::AtomicBool::new(false);
     let results: Vec<anyhow::Result<()>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads.min(n))
+        let workers: Vec<_> = (0..threads.min(runs.len()))
             .map(|_| {
                 scope.spawn(|| -> anyhow::Result<()> {
                     loop {
-                        let Some(&class) = chosen.get(next.fetch_add(1, Ordering::Relaxed)) else { return Ok(()) };
-                        let job = &jobs[class];
-                        let started = Instant::now();
-                        let count = counter.count(&job.key)?;
-                        let report = SampleReport {
-                            census: census.to_string(),
-                            seed,
-                            class,
-                            group: job.group.clone(),
-                            key: job.key.clone(),
-                            weight: job.weight.to_string(),
-                            count: count.to_string(),
-                            seconds: started.elapsed().as_secs_f64(),
+                        let Some(&(first, len)) = runs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                            return Ok(());
                         };
-                        let _one_line_at_a_time = printed.lock().unwrap_or_else(|p| p.into_inner());
-                        if json {
-                            println!("{}", serde_json::to_string(&report)?);
-                        } else {
-                            println!(
-                                "{} (class {}, weight {}): {} in {:.3} s",
-                                report.group,
-                                report.class,
-                                thousands(&report.weight),
-                                thousands(&report.count),
-                                report.seconds
-                            );
+                        let run = &jobs[first..first + len];
+                        let keys: Vec<&str> = run.iter().map(|job| job.key.as_str()).collect();
+                        let (started, cpu) = (Instant::now(), thread_cpu_seconds());
+                        let counts = counter.count_many(&keys, &never);
+                        let seconds = started.elapsed().as_secs_f64() / len as f64;
+                        let cpu_seconds = (thread_cpu_seconds() - cpu) / len as f64;
+                        let _one_run_at_a_time = printed.lock().unwrap_or_else(|p| p.into_inner());
+                        for (offset, (job, count)) in run.iter().zip(counts).enumerate() {
+                            let report = SampleReport {
+                                census: census.to_string(),
+                                seed,
+                                class: first + offset,
+                                group: job.group.clone(),
+                                key: job.key.clone(),
+                                weight: job.weight.to_string(),
+                                count: count?.to_string(),
+                                seconds,
+                                cpu_seconds,
+                                run: first,
+                                run_jobs: len,
+                                sampled: sampled.contains(&(first + offset)),
+                            };
+                            if json {
+                                println!("{}", serde_json::to_string(&report)?);
+                            } else {
+                                println!(
+                                    "{} (class {}, weight {}): {} in {:.3} s ({:.3} CPU-s){}",
+                                    report.group,
+                                    report.class,
+                                    thousands(&report.weight),
+                                    thousands(&report.count),
+                                    report.seconds,
+                                    report.cpu_seconds,
+                                    if len > 1 { format!(", run of {len} from {first}") } else { String::new() }
+                                );
+                            }
                         }
                     }
                 })
@@ -288,6 +347,19 @@ fn bench_sample(census: Census, n: usize, seed: Option<u64>, threads: usize, jso
     });
     results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// CPU seconds the calling thread has run (0 where the clock cannot be read).
+fn thread_cpu_seconds() -> f64 {
+    // SAFETY: clock_gettime writes into the struct it is given, which is ours.
+    let time = unsafe {
+        let mut time: libc::timespec = std::mem::zeroed();
+        if libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) != 0 {
+            return 0.0;
+        }
+        time
+    };
+    time.tv_sec as f64 + time.tv_nsec as f64 / 1e9
 }
 
 /// `n` distinct indexes below `len`, by a partial Fisher-Yates shuffle
@@ -321,7 +393,18 @@ fn random_seed() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::choose;
+    use super::{choose, runs_of};
+
+    /// A chosen job is counted in the run a worker would count it in: the
+    /// `together` jobs from a multiple of `together`, the last run cut at
+    /// the end of the list; runs once each, in the order drawn.
+    #[test]
+    fn chosen_jobs_are_counted_in_their_runs() {
+        assert_eq!(runs_of(&[700, 5, 300, 260], 256, 1000), [(512, 256), (0, 256), (256, 256)]);
+        assert_eq!(runs_of(&[999, 768], 256, 1000), [(768, 232)]);
+        assert_eq!(runs_of(&[3, 1], 1, 10), [(3, 1), (1, 1)]);
+        assert_eq!(runs_of(&[3], 0, 10), [(3, 1)]);
+    }
 
     #[test]
     fn a_sample_is_distinct_in_range_and_follows_its_seed() {

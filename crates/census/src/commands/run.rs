@@ -46,6 +46,12 @@ pub struct Args {
     max_calls_in_flight: Option<u32>,
     #[arg(long, env = "CENSUS_DATABASE_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..=1000), help = super::DATABASE_CONNECTIONS_HELP)]
     database_connections: Option<u32>,
+    /// Where a `layers` census's files live (the parts of each layer, which
+    /// its jobs write and read): by default next to an SQLite file, its
+    /// name with the extension `layers` (census.db: census.layers); a
+    /// Postgres database needs one given.
+    #[arg(long, env = "CENSUS_LAYERS_DIR")]
+    layers_dir: Option<std::path::PathBuf>,
     /// Print only the result: no header, no serving line, no progress (the
     /// status page's address still, when --http-listen asks for one).
     #[arg(long, short)]
@@ -76,6 +82,12 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    let layers_dir = match (census, args.layers_dir.clone()) {
+        (Census::Layers { .. }, None) => Some(layers_dir_next_to(&args.database).ok_or_else(|| {
+            super::UsageError(format!("{census} on Postgres needs --layers-dir: where its layer files go"))
+        })?),
+        (_, dir) => dir,
+    };
     // Every worker here is this process's own: a job that fails on one of
     // them fails for good (with one worker a quorum of two identities would
     // never come, and the run would wait forever instead of saying why).
@@ -150,6 +162,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
                 exit_when_done: false,
                 run: Some(run.run_id),
                 max_jobs: None,
+                layers_dir: layers_dir.clone(),
             };
             worker_tasks.push(tokio::spawn(run_worker(config, stop.clone())));
         }
@@ -216,6 +229,17 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     print_result(&result);
     say(format!("elapsed: {:.3} s", started.elapsed().as_secs_f64()));
     Ok(if result.r#final { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The directory of a layers census's files next to an SQLite database
+/// (`census.db`, `sqlite://census.db`: `census.layers`); none for Postgres.
+fn layers_dir_next_to(database: &str) -> Option<std::path::PathBuf> {
+    if database.starts_with("postgres://") || database.starts_with("postgresql://") {
+        return None;
+    }
+    let path = database.strip_prefix("sqlite://").or_else(|| database.strip_prefix("sqlite:")).unwrap_or(database);
+    let path = path.split_once('?').map_or(path, |(path, _)| path);
+    Some(std::path::Path::new(path).with_extension("layers"))
 }
 
 /// A census too big for one machine's SQLite file (README, "Other kinds of
@@ -358,6 +382,15 @@ impl Display {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_layers_census_keeps_its_files_next_to_its_sqlite_file() {
+        let next_to = |database: &str| layers_dir_next_to(database).map(|dir| dir.display().to_string());
+        assert_eq!(next_to("census.db").as_deref(), Some("census.layers"));
+        assert_eq!(next_to("sqlite:///tmp/run.db?mode=rwc").as_deref(), Some("/tmp/run.layers"));
+        assert_eq!(next_to("sqlite:data/run").as_deref(), Some("data/run.layers"));
+        assert_eq!(next_to("postgres://census@db/census"), None);
+    }
 
     /// A steady 0.5 jobs/s polled every 0.5 s (one job every other poll)
     /// gives a steady rate and an ETA that only counts down.

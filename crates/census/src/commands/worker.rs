@@ -30,6 +30,12 @@ pub struct Args {
     /// batch scheduler's time slot).
     #[arg(long, env = "CENSUS_MAX_JOBS", value_parser = clap::value_parser!(u64).range(1..))]
     max_jobs: Option<u64>,
+    /// Where a `layers` census's files live (its jobs read and write the
+    /// parts of each layer there): a directory every worker of the run
+    /// shares, the same machine's or a shared filesystem's (NFS, a
+    /// volume). Without it, this worker fails such jobs with the reason.
+    #[arg(long, env = "CENSUS_LAYERS_DIR")]
+    layers_dir: Option<std::path::PathBuf>,
     /// Serve Prometheus metrics (jobs counted, seconds a job, retries) on this address, at /metrics.
     #[arg(long, env = "CENSUS_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
@@ -54,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         exit_when_done: args.exit_when_done,
         run: None,
         max_jobs: args.max_jobs,
+        layers_dir: args.layers_dir,
     };
     if config.threads == 0 {
         return Err(super::UsageError("--threads must be at least 1".into()).into());
