@@ -765,21 +765,33 @@ async fn reads_do_not_starve_writes(store: Arc<dyn JobStore>) {
         assert!(status.contains("200") && body.contains(N0), "{status}: {body}");
     }
     assert_eq!(h.coordinator.answers_folded(), folded, "a finished run's answer is folded once, then kept");
-    // A coordinator started after the finish, read by many at once, folds it once.
+    // A coordinator started after the finish, read by many at once, folds it
+    // once: each poll shows the answer or that it is being checked (the
+    // page never waits for the fold), and the answer once checked.
     let fresh = Coordinator::new(h.store.clone(), CoordinatorConfig::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let fresh_page = listener.local_addr().unwrap();
-    tokio::spawn(fresh.clone().serve_status_page(listener, std::future::pending()));
+    let fresh_page = serve_status_page(&fresh).await;
     let polls: Vec<_> = (0..20)
         .map(|_| {
             let reader = h.reader.clone();
-            tokio::spawn(async move { http_get(fresh_page, "/api/status", Some(&reader)).await })
+            tokio::spawn(async move { poll_status_page(fresh_page, &reader).await })
         })
         .collect();
+    let shown =
+        |json: &serde_json::Value| json["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == run).cloned();
     for poll in polls {
-        let (status, body) = poll.await.unwrap();
-        assert!(status.contains("200") && body.contains(N0), "{status}: {body}");
+        let shown = shown(&poll.await.unwrap()).unwrap();
+        let checking =
+            (&shown["verifying"], &shown["final"], &shown["n0"]) == (&true.into(), &false.into(), &"".into());
+        let checked = (&shown["verifying"], &shown["final"], &shown["n0"]) == (&false.into(), &true.into(), &N0.into());
+        assert!(checking || checked, "{shown}");
     }
+    tokio::time::timeout(HANG, async {
+        while shown(&poll_status_page(fresh_page, &h.reader).await).unwrap()["n0"] != N0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the answer is checked");
     assert_eq!(fresh.answers_folded(), 1, "twenty concurrent readers, one fold");
     let serving = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap();
     assert_eq!(serving.into_inner().status, ServingStatus::Serving as i32);
