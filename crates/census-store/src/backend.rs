@@ -670,6 +670,15 @@ pub trait RunStorage: Transactions {
     ) -> Result<(), StoreError>;
     /// Sets the run's job count, and its jobs remaining to the same.
     async fn set_run_jobs_total(&self, tx: &mut Self::Tx, run: RunId, jobs: i64) -> Result<(), StoreError>;
+    /// Brings the query planner's picture of the jobs and classes up to
+    /// date once a run's rows are committed. A run of 10^7 jobs is most of
+    /// its tables at once; until the server samples them again on its own a
+    /// planner that still believes them small picks plans that read every
+    /// row (Postgres leased and reported at a tenth of its speed for the
+    /// first minute). A backend that needs nothing does nothing.
+    async fn refresh_statistics(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     async fn run_outline(&self, run: RunId) -> Result<Option<RunOutline>, StoreError>;
     /// Every run (or only `run`), oldest first.
     async fn runs(&self, run: Option<RunId>) -> Result<Vec<RunRecord>, StoreError>;

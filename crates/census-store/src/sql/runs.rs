@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use sqlx::FromRow;
 
+use super::dialect::Dialect;
 use super::{SqlBackend, SqlTx};
 use crate::backend::{Inserted, JobCensus, NewClass, NewJob, NewRun, RunOutline, RunRecord, RunState, RunStorage};
 use crate::{JobId, RunId, RunSpec, StoreError};
@@ -221,6 +222,16 @@ impl RunStorage for SqlBackend {
             .bind(jobs)
             .execute(&mut **tx)
             .await?;
+        Ok(())
+    }
+
+    async fn refresh_statistics(&self) -> Result<(), StoreError> {
+        // SQLite plans these tables' statements well without statistics
+        // (and its ANALYZE reads whole indexes); Postgres samples a few
+        // thousand rows a table.
+        if self.dialect == Dialect::Postgres {
+            sqlx::query("ANALYZE jobs, classes").execute(&self.pool).await?;
+        }
         Ok(())
     }
 

@@ -191,6 +191,7 @@ impl<B: StorageBackend> Store<B> {
         self.backend.set_class_jobs_total(&mut tx, run, &spread).await?;
         self.backend.set_run_jobs_total(&mut tx, run, total as i64).await?;
         self.backend.commit(tx).await?;
+        self.backend.refresh_statistics().await?;
         tracing::info!(run, census = %spec.census, classes = classes.len(), jobs = total, "run created");
         Ok(run)
     }
