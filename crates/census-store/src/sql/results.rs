@@ -176,7 +176,7 @@ impl ResultStorage for SqlBackend {
     /// one a class (a batch of the 9x9 catalogue touches about a hundred),
     /// after locking the chunk's rows in (run, class) order, and adds the
     /// change of their contributions to their runs' weighted sums so far
-    /// in the same statement ([`change_classes_sql`]); SQLite adds in Rust
+    /// in the same statement (`change_classes_sql`); SQLite adds in Rust
     /// (`exact.rs`).
     async fn add_to_classes(&self, tx: &mut SqlTx, changes: &ClassChanges) -> Result<(), StoreError> {
         if !self.dialect.sums_in_sql() {

@@ -110,7 +110,7 @@ impl RunStorage for SqlBackend {
     }
 
     /// One statement for the chunk's classes, and one for its jobs, each
-    /// the rows as one JSON parameter ([`Dialect::json_rows`](super::dialect::Dialect::json_rows)):
+    /// the rows as one JSON parameter (`Dialect::json_rows`):
     /// a run of 10^7 jobs is 1,000 statements, not 10,000 of 1,000 rows
     /// bound a cell at a time.
     async fn insert_classes(&self, tx: &mut SqlTx, run: RunId, classes: &[NewClass<'_>]) -> Result<(), StoreError> {
