@@ -56,8 +56,10 @@ pub enum Census {
     Shape { rows: usize, cols: usize, gangsters: Option<Gangsters> },
     /// Not a count of anything: `jobs` made-up jobs whose counts are a hash
     /// of their number and `salt`, checked in O(1), for load testing the
-    /// engine (`census simulate`); see [`synthetic`].
-    Synthetic { jobs: u64, salt: u64 },
+    /// engine (`census simulate`); see [`synthetic`]. `heavy`: every
+    /// K-th job costs [`synthetic::HEAVY_JOB_COST`] ([`Census::job_cost`]),
+    /// to test progress weighted by cost; all cost 1 without it.
+    Synthetic { jobs: u64, salt: u64, heavy: Option<u64> },
     /// 2 x c grids by the layer recurrence, as stages of jobs over files
     /// ([`shapes::layer_jobs`]): map and reduce jobs build each layer of
     /// partial bands in `parts` parts from `shards` shards of the layer
@@ -151,7 +153,10 @@ impl fmt::Display for Census {
             Census::Shape { rows, cols, gangsters: Some(Gangsters { start, end }) } => {
                 write!(f, "shape boxes={rows}x{cols} gangsters={start}..{end}")
             }
-            Census::Synthetic { jobs, salt } => write!(f, "synthetic jobs={jobs} salt={salt}"),
+            Census::Synthetic { jobs, salt, heavy: None } => write!(f, "synthetic jobs={jobs} salt={salt}"),
+            Census::Synthetic { jobs, salt, heavy: Some(heavy) } => {
+                write!(f, "synthetic jobs={jobs} salt={salt} heavy={heavy}")
+            }
             Census::Layers { c, shards, parts } => write!(f, "layers boxes=2x{c} shards={shards} parts={parts}"),
         }
     }
@@ -162,7 +167,8 @@ impl FromStr for Census {
 
     /// `sudoku [stage=S] [counter=C]`, `essentially-different`, or
     /// `shape boxes=RxC` with one side 2, or 4x3 (3x4); `3x3` is the sudoku
-    /// count; `synthetic jobs=M [salt=S]` is the load test's made-up census;
+    /// count; `synthetic jobs=M [salt=S] [heavy=K]` is the load test's
+    /// made-up census (every K-th job heavier, [`Census::job_cost`]);
     /// `layers boxes=2xC [shards=S] [parts=P]` is 2 x c by the layer
     /// recurrence (S and P default to 8).
     fn from_str(text: &str) -> Result<Census, CensusError> {
@@ -219,7 +225,11 @@ impl FromStr for Census {
                     return Err(bad(format!("jobs={jobs}: a synthetic census has 1 to {} jobs", synthetic::MAX_JOBS)));
                 }
                 let salt = take("salt").map_or(Ok(0), |value| number("salt", value))?;
-                Census::Synthetic { jobs, salt }
+                let heavy = take("heavy").map(|value| number("heavy", value)).transpose()?;
+                if heavy == Some(0) {
+                    return Err(bad("heavy=0: every K-th job is heavy, K at least 1".into()));
+                }
+                Census::Synthetic { jobs, salt, heavy }
             }
             "layers" => {
                 let boxes = take("boxes").ok_or_else(|| bad("layers needs boxes=2xC, e.g. boxes=2x5".into()))?;
@@ -482,6 +492,47 @@ impl Census {
         }
     }
 
+    /// The expected cost of one of the census's jobs (by its key),
+    /// relative to its other jobs: what progress and its ETA weigh a job by
+    /// (the store keeps it with the job). 1 for every job of a census
+    /// whose jobs cost alike, or whose costs are not known: the 9x9 count,
+    /// the essentially different grids, the shapes, 4 x 3, and `synthetic`
+    /// (there every K-th job costs [`synthetic::HEAVY_JOB_COST`] with
+    /// `heavy=K`). A `layers` job's cost is in emissions, from the
+    /// published layer sizes (estimates where 2 x 6's are not published):
+    /// [`shapes::layer_jobs::LayerPlan::job_cost`] says how. A key that is
+    /// not one of the census's is refused where the cost reads it.
+    ///
+    /// ```
+    /// use census_math::census::Census;
+    /// let layers: Census = "layers boxes=2x5 shards=8 parts=8".parse().unwrap();
+    /// let (map, reduce) = (layers.job_cost("2x5/map/3/0").unwrap(), layers.job_cost("2x5/reduce/3/0").unwrap());
+    /// assert!(map > 70 * reduce && reduce > 400);
+    /// let heavy: Census = "synthetic jobs=10 heavy=5".parse().unwrap();
+    /// assert_eq!((heavy.job_cost("synthetic:3"), heavy.job_cost("synthetic:4")), (Ok(1), Ok(100)));
+    /// assert!(heavy.job_cost("synthetic:10").is_err());
+    /// assert_eq!(Census::EssentiallyDifferent.job_cost("ed1 identity"), Ok(1));
+    /// ```
+    pub fn job_cost(&self, key: &str) -> Result<u64, CensusError> {
+        let bad = |reason: String| CensusError::BadKey { key: key.to_string(), reason };
+        match *self {
+            Census::Layers { .. } => {
+                let plan = self.layer_plan()?;
+                plan.parse(key).map(|job| plan.job_cost(&job)).map_err(|e| bad(e.to_string()))
+            }
+            Census::Synthetic { jobs, heavy: Some(every), .. } => {
+                synthetic::index_of(key, jobs).map(|index| synthetic::cost(index, Some(every))).map_err(bad)
+            }
+            _ => Ok(1),
+        }
+    }
+
+    /// Whether the census's jobs differ in cost ([`Census::job_cost`]), so
+    /// that progress by cost says more than progress by jobs.
+    pub fn knows_job_costs(&self) -> bool {
+        matches!(self, Census::Layers { .. } | Census::Synthetic { heavy: Some(_), .. })
+    }
+
     /// Every job of the census, in the order of [`Census::jobs`], made as
     /// they are read: the synthetic census's (up to 10^7) are never all in
     /// memory; the other kinds list theirs first (at most a few hundred
@@ -579,7 +630,7 @@ impl Census {
                 r: rows,
                 table: three_bands::SharedTable::new(rows).expect("three-band shapes have 2 to 4 rows"),
             },
-            Census::Synthetic { jobs, salt } => JobCounter::Synthetic { jobs, salt },
+            Census::Synthetic { jobs, salt, .. } => JobCounter::Synthetic { jobs, salt },
             Census::Layers { c, .. } => JobCounter::Layers { c },
         }
     }
@@ -906,6 +957,7 @@ mod tests {
             "shape boxes=4x3",
             "shape boxes=4x3 gangsters=10..20",
             "layers boxes=2x5 shards=4 parts=16",
+            "synthetic jobs=9 salt=3 heavy=4",
         ] {
             assert_eq!(text.parse::<Census>().unwrap().to_string(), text);
         }
@@ -919,7 +971,13 @@ mod tests {
         assert_eq!("shape boxes=3x3".parse::<Census>().unwrap(), "sudoku".parse().unwrap());
         assert_eq!("synthetic jobs=5".parse::<Census>().unwrap().to_string(), "synthetic jobs=5 salt=0");
         assert_eq!("layers boxes=6x2".parse::<Census>().unwrap(), Census::Layers { c: 6, shards: 8, parts: 8 });
-        assert_eq!("synthetic salt=7 jobs=5".parse::<Census>().unwrap(), Census::Synthetic { jobs: 5, salt: 7 });
+        assert_eq!(
+            "synthetic salt=7 jobs=5".parse::<Census>().unwrap(),
+            Census::Synthetic { jobs: 5, salt: 7, heavy: None }
+        );
+        let heavy: Census = "synthetic jobs=5 heavy=2".parse().unwrap();
+        assert_eq!(heavy, Census::Synthetic { jobs: 5, salt: 0, heavy: Some(2) });
+        assert_eq!(heavy.to_string(), "synthetic jobs=5 salt=0 heavy=2");
         for (text, says) in [
             ("", "empty"),
             ("tetris", "not a kind"),
@@ -935,6 +993,10 @@ mod tests {
             ("synthetic jobs=x", "not a whole number"),
             ("synthetic jobs=5 salt=-1", "not a whole number"),
             ("synthetic jobs=5 boxes=2x2", "takes no boxes"),
+            ("synthetic jobs=5 heavy=0", "heavy=0: every K-th job is heavy, K at least 1"),
+            ("synthetic jobs=5 heavy=x", "heavy=x is not a whole number"),
+            ("synthetic jobs=5 heavy=-2", "heavy=-2 is not a whole number"),
+            ("synthetic jobs=5 heavy=1 heavy=2", "heavy is given twice"),
             ("shape boxes=2x4 gangsters=0..5", "takes no gangsters"),
             ("shape boxes=4x3 gangsters=5", "not START..END"),
             ("shape boxes=4x3 gangsters=5..5", "is empty"),
@@ -1046,6 +1108,35 @@ mod tests {
             assert_eq!((census.class_power(), census.counter_version().as_str()), (2, "layers/2"));
             assert!(census.fold(&jobs[1..], &counts[1..]).is_err(), "every job, the data jobs too");
         }
+    }
+
+    /// Only `layers` and a `synthetic heavy=K` tell jobs' costs apart; the
+    /// other kinds cost 1 a job, whatever the key; a layers cost refuses a
+    /// foreign key.
+    #[test]
+    fn job_costs_are_one_unless_the_census_knows_them() {
+        for text in ["sudoku", "essentially-different", "shape boxes=2x3", "synthetic jobs=4"] {
+            let census: Census = text.parse().unwrap();
+            assert!(!census.knows_job_costs(), "{text}");
+            for job in census.jobs().unwrap().iter().take(50) {
+                assert_eq!(census.job_cost(&job.key), Ok(1), "{text}: {}", job.key);
+            }
+        }
+        // (Not listing 4 x 3's 144,578 jobs: its cost reads no key.)
+        let twelve: Census = "shape boxes=4x3".parse().unwrap();
+        assert_eq!((twelve.knows_job_costs(), twelve.job_cost("4x3:00.00")), (false, Ok(1)));
+        let heavy: Census = "synthetic jobs=12 heavy=4".parse().unwrap();
+        assert!(heavy.knows_job_costs());
+        let costs: Vec<u64> = heavy.jobs().unwrap().iter().map(|job| heavy.job_cost(&job.key).unwrap()).collect();
+        assert_eq!(costs, [1, 1, 1, 100, 1, 1, 1, 100, 1, 1, 1, 100]);
+        assert!(heavy.job_cost("2x2:003,003").unwrap_err().to_string().contains("not a synthetic key"));
+        let layers: Census = "layers boxes=2x3 shards=2 parts=3".parse().unwrap();
+        assert!(layers.knows_job_costs());
+        let plan = layers.layer_plan().unwrap();
+        for job in layers.jobs().unwrap() {
+            assert_eq!(layers.job_cost(&job.key), Ok(plan.job_cost(&plan.parse(&job.key).unwrap())));
+        }
+        assert!(matches!(layers.job_cost("2x3/map/9/0"), Err(CensusError::BadKey { .. })));
     }
 
     /// The fold refuses anything but exactly the census's jobs, each once.

@@ -29,6 +29,12 @@ pub const MAX_JOBS: u64 = 10_000_000;
 /// neighbouring jobs add into one class sum, as they do in real runs.
 pub const JOBS_PER_GROUP: u64 = 10;
 
+/// The cost of a heavy job of `synthetic jobs=M heavy=K` (every K-th job),
+/// relative to the others' 1: a run whose jobs differ in cost, for testing
+/// progress weighted by cost ([`crate::census::Census::job_cost`]). Its
+/// counts are no dearer to make.
+pub const HEAVY_JOB_COST: u64 = 100;
+
 /// What every key starts with.
 pub const KEY_PREFIX: &str = "synthetic:";
 
@@ -57,6 +63,21 @@ pub fn group(index: u64) -> String {
 /// The count of a key of the census with `jobs` jobs, or why the key is not
 /// one of its keys.
 pub fn count_key(key: &str, jobs: u64, salt: u64) -> Result<u128, String> {
+    Ok(count(index_of(key, jobs)?, salt))
+}
+
+/// The cost of job `index` when every `heavy`-th job is heavy: jobs
+/// K - 1, 2K - 1, ... cost [`HEAVY_JOB_COST`], the others 1.
+pub fn cost(index: u64, heavy: Option<u64>) -> u64 {
+    match heavy {
+        Some(every) if every > 0 && index % every == every - 1 => HEAVY_JOB_COST,
+        _ => 1,
+    }
+}
+
+/// The job number of a key of the census with `jobs` jobs, or why the key
+/// is not one of its keys.
+pub fn index_of(key: &str, jobs: u64) -> Result<u64, String> {
     let digits = key.strip_prefix(KEY_PREFIX).ok_or_else(|| format!("not a synthetic key ({KEY_PREFIX}N)"))?;
     // Digits only, no sign or leading zero: one key per job.
     let canonical =
@@ -66,7 +87,7 @@ pub fn count_key(key: &str, jobs: u64, salt: u64) -> Result<u128, String> {
     if index >= jobs {
         return Err(format!("job {index} is not below jobs={jobs}"));
     }
-    Ok(count(index, salt))
+    Ok(index)
 }
 
 /// The answer from every job's count: their exact sum.
@@ -100,6 +121,14 @@ mod tests {
         assert_ne!(count(3, 0), count(3, 1));
         // Pinned, so that a change of the hash is a new counter version.
         assert_eq!(count(0, 0), u128::from(0xE220_A839_7B1D_CDAF_u64 >> 32));
+    }
+
+    #[test]
+    fn every_kth_job_is_heavy() {
+        let costs: Vec<u64> = (0..7).map(|i| cost(i, Some(3))).collect();
+        assert_eq!(costs, [1, 1, HEAVY_JOB_COST, 1, 1, HEAVY_JOB_COST, 1]);
+        assert!((0..7).all(|i| cost(i, None) == 1));
+        assert!((0..7).all(|i| cost(i, Some(1)) == HEAVY_JOB_COST));
     }
 
     #[test]

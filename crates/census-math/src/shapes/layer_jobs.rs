@@ -254,6 +254,73 @@ impl LayerPlan {
     }
 }
 
+/// The sizes of each layer of 2 x c (orbits of states, layers 1 to c) and
+/// the emissions of each step (into layers 2 to c), as [`LayerPlan::job_cost`]
+/// reads them. c = 2..5, and for 2 x 6 layers 1, 2, 3, 5, 6 and steps 1 -> 2
+/// and 2 -> 3, are exact: published by linche89/sudoku-enumeration
+/// (`docs/reports/og2/c6-standalone-research-prompt-20260905.md`, "finite
+/// anchors" and "C=6 exact facts"; `tests/layers.rs` checks c = 2..5 and
+/// the first 2 x 6 step, BENCHMARKS.md the second). The rest of 2 x 6 are
+/// estimates: layer 4 is at least 903,398,602 (the keys that run had seen;
+/// not closed), steps 3 -> 4 and 4 -> 5 are that repository's projections
+/// (2.13308e12 and 2.36323e12 emissions), and step 5 -> 6 is of the order
+/// of 1e10 (BENCHMARKS.md, "Projected, full 2x6").
+fn layer_sizes(c: usize) -> (&'static [u64], &'static [u64]) {
+    match c {
+        2 => (&[1, 2], &[4]),
+        3 => (&[1, 5, 4], &[80, 29]),
+        4 => (&[1, 23, 54, 26], &[4_752, 4_630, 712]),
+        5 => (&[1, 107, 16_150, 17_120, 355], &[440_192, 2_324_325, 11_957_632, 462_403]),
+        _ => (
+            &[1, 772, 12_324_872, 903_398_602, 96_452_755, 63_199],
+            &[59_245_120, 2_605_194_602, 2_133_080_000_000, 2_363_230_000_000, 10_000_000_000],
+        ),
+    }
+}
+
+impl LayerPlan {
+    /// The expected cost of one job of the plan, relative to the others,
+    /// in emissions: what a job of a layer run spends its time on (an
+    /// emission, about 1.1-1.4 us of a core: BENCHMARKS.md). Reading,
+    /// merging or writing a record of a layer file is counted as one too,
+    /// an upper estimate (reading and hashing are a few per cent of a 2x5
+    /// run: BENCHMARKS.md). From the layer sizes and emissions of
+    /// `layer_sizes` (published, or estimates where 2 x 6's are not), each
+    /// shard or part taken as an even share of its layer:
+    ///
+    /// - a map job of step L: its shard's parents read (1/S of layer L,
+    ///   plus the parts its range reaches into, 1/P), its share of the
+    ///   step's emissions, and its distinct children written (at most the
+    ///   next layer);
+    /// - a reduce job: part p of every map job's children read, part p of
+    ///   the next layer written;
+    /// - a class job: the one part of the last layer it reads in full.
+    ///
+    /// At least 1.
+    pub fn job_cost(&self, job: &LayerJob) -> u64 {
+        let (states, emissions) = layer_sizes(self.c);
+        let parts = u128::from(self.parts);
+        let share = |amount: u64, of: u128| u128::from(amount).div_ceil(of);
+        let cost = match *job {
+            LayerJob::Map { step, .. } => {
+                let shards = u128::from(self.shards_of_step(step));
+                let emitted = share(emissions[step - 1], shards);
+                share(states[step - 1], shards)
+                    + share(states[step - 1], parts)
+                    + emitted
+                    + emitted.min(u128::from(states[step]))
+            }
+            LayerJob::Reduce { step, .. } => {
+                let shards = u128::from(self.shards_of_step(step));
+                let children = share(emissions[step - 1], shards).min(u128::from(states[step]));
+                (shards * children).div_ceil(parts) + share(states[step], parts)
+            }
+            LayerJob::Class { .. } => share(states[self.c - 1], parts),
+        };
+        u64::try_from(cost).unwrap_or(u64::MAX).max(1)
+    }
+}
+
 /// The canonical complete state of a class given by its column sets (set b
 /// holds the digits in the left column of stack b; a digit's word has bit
 /// b set when it is in the right column).
@@ -542,6 +609,44 @@ mod tests {
         assert_eq!(plan.inputs(&plan.parse("2x3/map/2/1").unwrap()).len(), 3);
         assert_eq!(plan.inputs(&plan.parse("2x3/reduce/2/1").unwrap()).len(), 2);
         assert_eq!(plan.inputs(&plan.parse("2x3/reduce/1/1").unwrap()).len(), 1);
+    }
+
+    /// Costs follow the published sizes: a step's map jobs add up to at
+    /// least its emissions, and 2 x 5's step 3 -> 4 map jobs (1.5 M
+    /// emissions each at S = 8) cost thousands of times a class job.
+    #[test]
+    fn job_costs_follow_the_published_layer_sizes() {
+        let plan = LayerPlan::new(5, 8, 8).unwrap();
+        let cost = |key: &str| plan.job_cost(&plan.parse(key).unwrap());
+        // 16,150 / 8 parents and as many of the parts around them, 11,957,632 / 8
+        // emissions, 17,120 children at most.
+        assert_eq!(cost("2x5/map/3/0"), 2_019 + 2_019 + 1_494_704 + 17_120);
+        // 8 map jobs' 17,120 children in 8 parts, and a part of layer 4 written.
+        assert_eq!(cost("2x5/reduce/3/5"), 17_120 + 2_140);
+        // One part of the 355 states of the last layer.
+        let (class, _, _) = plan.class_jobs().unwrap().pop().unwrap();
+        assert_eq!(plan.job_cost(&class), 45);
+        assert_eq!(cost("2x5/map/1/0"), 1 + 1 + 440_192 + 107);
+        for (step, emissions) in [(1, 440_192), (2, 2_324_325), (3, 11_957_632), (4, 462_403)] {
+            let maps: u64 =
+                (0..plan.shards_of_step(step)).map(|shard| plan.job_cost(&LayerJob::Map { step, shard })).sum();
+            assert!(maps >= emissions, "step {step}: {maps}");
+        }
+        // The smallest jobs still cost something; 2 x 6's biggest fit easily.
+        let tiny = LayerPlan::new(2, 8, 8).unwrap();
+        assert!(tiny.jobs().unwrap().iter().all(|job| tiny.job_cost(&tiny.parse(&job.key).unwrap()) >= 1));
+        // Every map job of a step costs the same, as every reduce job does.
+        for (shards, parts) in [(MAX_SHARDS, 1), (MAX_SHARDS, MAX_PARTS), (1, 1)] {
+            let six = LayerPlan::new(6, shards, parts).unwrap();
+            let class = LayerJob::Class { sets: Vec::new(), state: [0; MAX_SLOTS] };
+            let mut total = 63_199 * u128::from(six.job_cost(&class));
+            for step in 1..6 {
+                total +=
+                    u128::from(six.shards_of_step(step)) * u128::from(six.job_cost(&LayerJob::Map { step, shard: 0 }));
+                total += u128::from(parts) * u128::from(six.job_cost(&LayerJob::Reduce { step, part: 0 }));
+            }
+            assert!(total < 1 << 62, "a run's costs add up within 64 bits: {total}");
+        }
     }
 
     #[test]
