@@ -196,6 +196,9 @@ pub struct NewJob<'a> {
     /// Its stage in a run of stages (`Census::stage`); `None` in a run of
     /// one stage.
     pub stage: Option<u32>,
+    /// Its expected cost relative to the run's other jobs
+    /// (`Census::job_cost`), at least 1.
+    pub cost: i64,
 }
 
 /// A run as listed.
@@ -226,6 +229,10 @@ pub struct RunState {
     pub jobs_total: i64,
     pub jobs_remaining: i64,
     pub failed_jobs: i64,
+    /// The cost of all the run's jobs, and of its done jobs (each job's
+    /// `Census::job_cost`; 1 a job in a run stored before costs were).
+    pub cost_total: i64,
+    pub cost_done: i64,
     /// Decimal text: the sum of the done jobs' counts.
     pub counted: String,
     /// The census as stored.
@@ -377,6 +384,8 @@ pub struct JobRecord {
     pub redundancy: u32,
     pub cancelled: bool,
     pub counter_version: String,
+    /// Its expected cost (`Census::job_cost`).
+    pub cost: i64,
 }
 
 /// A vote or an accepted result of a job.
@@ -431,6 +440,8 @@ pub type ClassChanges = BTreeMap<(RunId, ClassId), (BigUint, i64)>;
 pub struct RunChange {
     /// Jobs done (so `jobs_remaining` goes down by as many).
     pub done: i64,
+    /// Their cost (so `cost_done` goes up by as much).
+    pub cost_done: i64,
     pub conflicts_opened: i64,
     pub failed_added: i64,
     /// The sum of the accepted counts.
@@ -521,6 +532,8 @@ pub struct Recent {
 #[derive(Debug, Clone, Copy)]
 pub struct RecentResults {
     pub results: i64,
+    /// The sum of their jobs' costs (a job's each time it has a result).
+    pub cost: i64,
     pub oldest: Option<i64>,
 }
 
@@ -535,6 +548,8 @@ pub struct ReopenedJob {
     pub state: JobState,
     pub count: Option<BigUint>,
     pub conflict: bool,
+    /// Its expected cost (`Census::job_cost`).
+    pub cost: i64,
 }
 
 /// What reopening jobs takes out of one run's counters; the run is
@@ -543,6 +558,8 @@ pub struct ReopenedJob {
 pub struct RunTakeOut {
     /// Done jobs reopened (so `jobs_remaining` goes up by as many).
     pub done: i64,
+    /// Their cost (so `cost_done` goes down by as much).
+    pub cost_done: i64,
     pub conflicts_closed: i64,
     pub failures_closed: i64,
     /// The sum of the reopened jobs' counts.
@@ -668,8 +685,9 @@ pub trait RunStorage: Transactions {
         run: RunId,
         classes: &[(ClassId, i64)],
     ) -> Result<(), StoreError>;
-    /// Sets the run's job count, and its jobs remaining to the same.
-    async fn set_run_jobs_total(&self, tx: &mut Self::Tx, run: RunId, jobs: i64) -> Result<(), StoreError>;
+    /// Sets the run's job count, and its jobs remaining to the same, and
+    /// the cost of all its jobs (none of it done).
+    async fn set_run_jobs_total(&self, tx: &mut Self::Tx, run: RunId, jobs: i64, cost: i64) -> Result<(), StoreError>;
     /// Brings the query planner's picture of the jobs and classes up to
     /// date once a run's rows are committed. A run of 10^7 jobs is most of
     /// its tables at once; until the server samples them again on its own a

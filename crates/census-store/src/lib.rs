@@ -279,10 +279,28 @@ pub struct Progress {
     pub rejected: u64,
     /// Sum of `count` over recorded results.
     pub completions_counted: String,
-    /// Jobs completed in the last minute, divided by 60.
+    /// The expected cost of all the run's jobs, and of its done jobs
+    /// (`Census::job_cost`, summed: equal to `jobs_total` and `done`
+    /// where every job costs 1). [`Progress::cost_fraction_done`] is the
+    /// share of the work done.
+    pub cost_total: u64,
+    pub cost_done: u64,
+    /// Results recorded a second over the last minute (or over the newest
+    /// 10,000 results, if it holds more).
     pub jobs_per_second: f64,
+    /// The cost of the jobs of those results, a second.
+    pub cost_per_second: f64,
+    /// The cost not yet done over the cost done a second.
     pub eta: Option<Duration>,
     pub workers: Vec<WorkerProgress>,
+}
+
+impl Progress {
+    /// The share of the run's expected cost done, 0 to 1 (1 for a run of
+    /// no cost): the share of its jobs done where every job costs 1.
+    pub fn cost_fraction_done(&self) -> f64 {
+        if self.cost_total == 0 { 1.0 } else { self.cost_done as f64 / self.cost_total as f64 }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

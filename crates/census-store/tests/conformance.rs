@@ -135,9 +135,10 @@ async fn a_job_of_a_class_the_run_does_not_have_is_refused(backend: SqlBackend) 
     let Inserted::New(run) = backend.insert_run(&mut tx, &row).await.unwrap() else { panic!("a new run") };
     let classes = [NewClass { id: 0, label: "a", weight: 1, jobs_total: 2 }];
     backend.insert_classes(&mut tx, run, &classes).await.unwrap();
-    let good = [NewJob { class: 0, key: "k0", stage: None }];
+    let good = [NewJob { class: 0, key: "k0", stage: None, cost: 1 }];
     assert_eq!(backend.insert_jobs(&mut tx, run, &good, 0).await.unwrap(), Inserted::New(()));
-    let bad = [NewJob { class: 0, key: "k1", stage: None }, NewJob { class: 7, key: "k2", stage: None }];
+    let bad =
+        [NewJob { class: 0, key: "k1", stage: None, cost: 1 }, NewJob { class: 7, key: "k2", stage: None, cost: 1 }];
     let refused = backend.insert_jobs(&mut tx, run, &bad, 0).await.unwrap_err().to_string();
     assert!(refused.contains("1 of the 2 classes") && refused.contains(&format!("run {run}")), "{refused}");
     drop(tx);

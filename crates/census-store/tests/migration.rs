@@ -107,6 +107,12 @@ async fn a_previous_database_migrates_and_resumes(url: &str, direct: &str, backe
     assert_eq!(runs[1].spec.census.to_string(), "sudoku stage=russell counter=banded");
     assert_eq!((runs[0].classes, runs[0].jobs_total, runs[0].jobs_done, runs[0].is_final), (44, 440, 440, true));
     assert_eq!((runs[1].jobs_done, runs[1].is_final), (220, false));
+    // Jobs stored before costs were cost 1 each: progress by cost is
+    // progress by jobs.
+    for (run, done) in [(1, 440), (2, 220)] {
+        let progress = store.progress(run).await.unwrap();
+        assert_eq!((progress.cost_total, progress.cost_done), (440, done), "run {run}");
+    }
 
     // The finished run's answer folds again from its migrated results.
     let total = store.total(1).await.unwrap();
@@ -130,6 +136,7 @@ async fn a_previous_database_migrates_and_resumes(url: &str, direct: &str, backe
     let total = store.total(2).await.unwrap();
     assert!(total.is_final);
     assert_eq!(total.answer.unwrap().to_string(), N0);
+    assert_eq!(store.progress(2).await.unwrap().cost_done, 440);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

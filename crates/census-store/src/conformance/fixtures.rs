@@ -70,6 +70,21 @@ pub fn completion(lease: &Lease, worker: &str, count: u128) -> Completion {
     }
 }
 
+/// Catches `worker` lying: three of its counts in a new run of `text`
+/// (a census no run of the caller's is), each refused by an independent
+/// check, quarantine it (the default `quarantine_after`), which reaches
+/// back into every run it counted in. Returns the new run.
+pub async fn catch_lying(store: &dyn JobStore, worker: &str, text: &str) -> RunId {
+    let other = store.create_run(&spec(text, 1), &jobs(text)).await.unwrap();
+    for lease in store.lease(Some(other), worker, 3, TTL).await.unwrap() {
+        let count = true_count(&lease);
+        let checked = Completion { checked_count: Some(count), ..completion(&lease, worker, count + 1) };
+        assert!(matches!(store.complete(&checked).await, Err(crate::StoreError::Rejected { .. })));
+    }
+    assert!(store.is_quarantined(worker).await.unwrap());
+    other
+}
+
 /// Leases every job of `run` that `worker` can be handed, a batch at a
 /// time, and reports its true count; the keys in the order they were
 /// leased.

@@ -29,6 +29,7 @@
 //! censuses with their own counters ([`fixtures`]), and asserts published
 //! totals exactly (N0 of the 9x9 count, the 2x4 shape's total).
 
+mod costs;
 pub mod fixtures;
 mod staged;
 mod store;
@@ -113,6 +114,7 @@ properties!(
     streamed::jobs_are_stored_in_the_order_given_and_any_order_folds,
     staged::a_stage_is_leased_once_every_job_below_it_is_done,
     staged::a_failed_job_holds_the_stages_after_it_until_a_requeue with one_failure,
+    costs::progress_weighs_jobs_by_their_cost with one_failure,
 );
 
 /// Checks every property of the suite, each on a new empty store that

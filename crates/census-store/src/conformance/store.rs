@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use census_math::total::PUBLISHED_S;
 
-use super::fixtures::{RUSSELL, SMALL, TTL, census, completion, drain, jobs, spec, true_count, weighted_sum};
+use super::fixtures::{
+    RUSSELL, SMALL, TTL, catch_lying, census, completion, drain, jobs, spec, true_count, weighted_sum,
+};
 use crate::{CompleteOutcome, Completion, JobSpec, JobStore, RunId, RunSpec, StoreError};
 
 fn russell(redundancy: u32) -> RunSpec {
@@ -296,13 +298,7 @@ pub(super) async fn quarantine_recounts_every_result_of_the_identity(store: Arc<
     assert_ne!(wrong.answer.unwrap().to_string(), N0, "...with a wrong answer");
 
     // Caught: three sampled checks in another run disagree with it.
-    let other = store.create_run(&spec(SMALL, 1), &jobs(SMALL)).await.unwrap();
-    for lease in store.lease(Some(other), "liar", 3, TTL).await.unwrap() {
-        let count = true_count(&lease);
-        let checked = Completion { checked_count: Some(count), ..completion(&lease, "liar", count + 1) };
-        assert!(matches!(store.complete(&checked).await, Err(StoreError::Rejected { .. })));
-    }
-    assert!(store.is_quarantined("liar").await.unwrap());
+    catch_lying(store.as_ref(), "liar", SMALL).await;
     let reopened = store.total(run).await.unwrap();
     assert!(!reopened.is_final && reopened.answer.is_none(), "the liar's answer is final no more: {reopened:?}");
     assert!(!store.run(run).await.unwrap().is_final);
@@ -530,6 +526,11 @@ pub(super) async fn progress_reports_the_speed_of_many_recent_results(store: Arc
     let left = (progress.jobs_total - progress.done) as f64;
     let eta = progress.eta.expect("jobs are left, at a speed").as_secs_f64();
     assert!((eta * progress.jobs_per_second - left).abs() <= 1e-6 * left, "{progress:?}");
+    // Every job of the 9x9 count costs 1: progress by cost is progress by
+    // jobs, and the ETA (by cost) is what it was by jobs.
+    assert_eq!((progress.cost_total, progress.cost_done), (progress.jobs_total, progress.done));
+    assert_eq!(progress.cost_per_second, progress.jobs_per_second);
+    assert_eq!(progress.eta, Some(std::time::Duration::from_secs_f64(left / progress.jobs_per_second)));
 }
 
 /// The weighted sum so far follows every change of the classes' count
@@ -549,12 +550,7 @@ pub(super) async fn the_weighted_sum_so_far_follows_the_classes(store: Arc<dyn J
     assert_weighted_sum_adds_up(store.as_ref(), run, "15 results in").await;
 
     // Caught in another run: its five results leave their classes.
-    let other = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
-    for lease in store.lease(Some(other), "liar", 3, TTL).await.unwrap() {
-        let checked = Completion { checked_count: Some(true_count(&lease)), ..completion(&lease, "liar", 1) };
-        assert!(store.complete(&checked).await.is_err());
-    }
-    assert!(store.is_quarantined("liar").await.unwrap());
+    let other = catch_lying(store.as_ref(), "liar", RUSSELL).await;
     assert_eq!(store.progress(run).await.unwrap().done, 10);
     assert_weighted_sum_adds_up(store.as_ref(), run, "the liar's results taken out").await;
     assert_weighted_sum_adds_up(store.as_ref(), other, "nothing accepted in the other run").await;

@@ -67,6 +67,7 @@ struct WorkerRow {
 #[derive(sqlx::FromRow)]
 struct RecentRow {
     results: i64,
+    cost: i64,
     oldest: Option<i64>,
 }
 
@@ -196,19 +197,24 @@ impl AnswerStorage for SqlBackend {
             .await?)
     }
 
-    /// A walk back along the (run_id, finished_at) index of at most `limit` entries.
+    /// A walk back along the (run_id, finished_at) index of at most
+    /// `limit` entries, and each entry's job found by its id, a row at a
+    /// time (`join_each`): never a read of the run's jobs.
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError> {
         let row: RecentRow = sqlx::query_as(&format!(
-            "SELECT COUNT(*) AS results, MIN(finished_at) AS oldest FROM
-               (SELECT finished_at FROM results WHERE run_id = $1 AND finished_at >= $2
-                ORDER BY finished_at DESC LIMIT {}) AS newest",
-            recent.limit
+            "SELECT COUNT(*) AS results, COALESCE(CAST(SUM(j.cost) AS BIGINT), 0) AS cost,
+                    MIN(newest.finished_at) AS oldest FROM
+               (SELECT job_id, finished_at FROM results WHERE run_id = $1 AND finished_at >= $2
+                ORDER BY finished_at DESC LIMIT {}) AS newest
+               {}",
+            recent.limit,
+            self.dialect.join_each("jobs", "j", "j.id = newest.job_id")
         ))
         .bind(recent.run)
         .bind(recent.since)
         .fetch_one(&self.pool)
         .await?;
-        Ok(RecentResults { results: row.results, oldest: row.oldest })
+        Ok(RecentResults { results: row.results, cost: row.cost, oldest: row.oldest })
     }
 
     async fn worker_stats(&self, run: RunId) -> Result<Vec<WorkerProgress>, StoreError> {

@@ -22,6 +22,7 @@ struct ReopenedRow {
     conflict: i64,
     run_id: RunId,
     class_id: i64,
+    cost: i64,
 }
 
 /// A job that may need a conflict resolved.
@@ -55,7 +56,7 @@ impl RemedyStorage for SqlBackend {
         let rows = self
             .select_by_ids(tx, ids, |ids| {
                 format!(
-                    "SELECT j.id, j.state, CAST(j.count AS TEXT) AS count, j.conflict, j.run_id, j.class_id FROM jobs j
+                    "SELECT j.id, j.state, CAST(j.count AS TEXT) AS count, j.conflict, j.run_id, j.class_id, j.cost FROM jobs j
                      WHERE j.id IN ({ids}) ORDER BY j.id {}",
                     self.dialect.for_update()
                 )
@@ -71,6 +72,7 @@ impl RemedyStorage for SqlBackend {
                     state: row.state.parse()?,
                     count: row.count.as_deref().map(parse_big).transpose()?,
                     conflict: row.conflict != 0,
+                    cost: row.cost,
                 })
             })
             .collect()
@@ -95,8 +97,8 @@ impl RemedyStorage for SqlBackend {
         // Unfinished again: the answer is folded anew when the last job is.
         sqlx::query(&format!(
             "UPDATE runs SET open_conflicts = open_conflicts - $2, jobs_remaining = jobs_remaining + $3,
-                    failed_jobs = failed_jobs - $4, counted = {new_counted}, finished_at = NULL,
-                    weighted_sum = NULL, answer = NULL
+                    failed_jobs = failed_jobs - $4, counted = {new_counted}, cost_done = cost_done - $6,
+                    finished_at = NULL, weighted_sum = NULL, answer = NULL
              WHERE id = $1"
         ))
         .bind(run)
@@ -104,6 +106,7 @@ impl RemedyStorage for SqlBackend {
         .bind(take_out.done)
         .bind(take_out.failures_closed)
         .bind(counted)
+        .bind(take_out.cost_done)
         .execute(&mut **tx)
         .await?;
         Ok(())

@@ -31,6 +31,7 @@ struct JobRow {
     cancelled_at: Option<i64>,
     round: i64,
     counter_version: String,
+    cost: i64,
 }
 
 /// A vote or accepted result of a job.
@@ -51,7 +52,7 @@ impl ResultStorage for SqlBackend {
             .select_by_ids(tx, ids, |ids| {
                 format!(
                     "SELECT j.id, j.run_id, j.class_id, j.key, j.state, j.attempt, j.lease_token, j.lease_owner,
-                            j.lease_expires_at, j.votes, r.redundancy, r.cancelled_at, j.round, r.counter_version
+                            j.lease_expires_at, j.votes, r.redundancy, r.cancelled_at, j.round, r.counter_version, j.cost
                      FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({ids}) ORDER BY j.id {}",
                     self.dialect.for_update()
                 )
@@ -72,6 +73,7 @@ impl ResultStorage for SqlBackend {
                     redundancy: row.redundancy as u32,
                     cancelled: row.cancelled_at.is_some(),
                     counter_version: row.counter_version,
+                    cost: row.cost,
                 })
             })
             .collect()
@@ -240,13 +242,14 @@ impl ResultStorage for SqlBackend {
         let (counted, new_counted) = self.new_counted(tx, run, &change.counted, Direction::Add, "$5").await?;
         sqlx::query(&format!(
             "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
-                    failed_jobs = failed_jobs + $4, counted = {new_counted} WHERE id = $1"
+                    failed_jobs = failed_jobs + $4, counted = {new_counted}, cost_done = cost_done + $6 WHERE id = $1"
         ))
         .bind(run)
         .bind(change.done)
         .bind(change.conflicts_opened)
         .bind(change.failed_added)
         .bind(counted)
+        .bind(change.cost_done)
         .execute(&mut **tx)
         .await?;
         Ok(())

@@ -10,7 +10,8 @@ use crate::{JobId, RunId, RunSpec, StoreError};
 
 /// The statement that reads a [`RunStateRow`] (binds the run as $1).
 const RUN_STATE: &str = "SELECT finished_at, open_conflicts, CAST(weighted_sum AS TEXT) AS weighted_sum,
-        CAST(answer AS TEXT) AS answer, jobs_total, jobs_remaining, failed_jobs, CAST(counted AS TEXT) AS counted, census
+        CAST(answer AS TEXT) AS answer, jobs_total, jobs_remaining, failed_jobs, cost_total, cost_done,
+        CAST(counted AS TEXT) AS counted, census
      FROM runs WHERE id = $1";
 
 /// A run's counters and stored answer.
@@ -23,6 +24,8 @@ struct RunStateRow {
     jobs_total: i64,
     jobs_remaining: i64,
     failed_jobs: i64,
+    cost_total: i64,
+    cost_done: i64,
     counted: String,
     census: String,
 }
@@ -162,6 +165,7 @@ impl RunStorage for SqlBackend {
             class_id: i64,
             key: &'a str,
             stage: Option<i64>,
+            cost: i64,
         }
         // Every job's class is the run's (Postgres has no foreign key from
         // jobs to classes: migration 0008): the chunk's classes, each once,
@@ -189,14 +193,18 @@ impl RunStorage for SqlBackend {
                 classes.len()
             )));
         }
-        let rows: Vec<Row<'_>> =
-            jobs.iter().map(|job| Row { class_id: job.class, key: job.key, stage: job.stage.map(i64::from) }).collect();
+        let rows: Vec<Row<'_>> = jobs
+            .iter()
+            .map(|job| Row { class_id: job.class, key: job.key, stage: job.stage.map(i64::from), cost: job.cost })
+            .collect();
         // In the order given: a job's id is its place in the census's list,
         // which the fold at finish walks in step with the rows.
-        let from = self.dialect.json_rows("$3", &[("class_id", "BIGINT"), ("key", "TEXT"), ("stage", "BIGINT")]);
+        let from = self
+            .dialect
+            .json_rows("$3", &[("class_id", "BIGINT"), ("key", "TEXT"), ("stage", "BIGINT"), ("cost", "BIGINT")]);
         let sql = format!(
-            "INSERT INTO jobs (run_id, class_id, key, stage, created_at, updated_at)
-             SELECT $1, x.class_id, x.key, x.stage, $2, $2 FROM {from} ORDER BY x.n"
+            "INSERT INTO jobs (run_id, class_id, key, stage, cost, created_at, updated_at)
+             SELECT $1, x.class_id, x.key, x.stage, x.cost, $2, $2 FROM {from} ORDER BY x.n"
         );
         match sqlx::query(&sql).bind(run).bind(now).bind(json(&rows)?).execute(&mut **tx).await {
             Ok(_) => Ok(Inserted::New(())),
@@ -216,12 +224,15 @@ impl RunStorage for SqlBackend {
         Ok(())
     }
 
-    async fn set_run_jobs_total(&self, tx: &mut SqlTx, run: RunId, jobs: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET jobs_total = $2, jobs_remaining = $2 WHERE id = $1")
-            .bind(run)
-            .bind(jobs)
-            .execute(&mut **tx)
-            .await?;
+    async fn set_run_jobs_total(&self, tx: &mut SqlTx, run: RunId, jobs: i64, cost: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE runs SET jobs_total = $2, jobs_remaining = $2, cost_total = $3, cost_done = 0 WHERE id = $1",
+        )
+        .bind(run)
+        .bind(jobs)
+        .bind(cost)
+        .execute(&mut **tx)
+        .await?;
         Ok(())
     }
 
@@ -288,6 +299,8 @@ impl RunStorage for SqlBackend {
             jobs_total: row.jobs_total,
             jobs_remaining: row.jobs_remaining,
             failed_jobs: row.failed_jobs,
+            cost_total: row.cost_total,
+            cost_done: row.cost_done,
             counted: row.counted,
             census: row.census,
         }))

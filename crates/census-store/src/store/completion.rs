@@ -75,6 +75,7 @@ impl<B: StorageBackend> Store<B> {
                 redundancy: row.redundancy,
                 cancelled: row.cancelled,
                 round: row.round,
+                cost: row.cost,
                 votes: Vec::new(),
             };
             jobs.insert(row.id, (job, row.votes));

@@ -28,6 +28,9 @@ pub(crate) struct JobView {
     pub redundancy: u32,
     pub cancelled: bool,
     pub round: i64,
+    /// Its expected cost (`Census::job_cost`), added to the run's cost done
+    /// when it is accepted.
+    pub cost: i64,
     /// (identity, count) of every vote of this round, the accepted one included.
     pub votes: Vec<(String, u128)>,
 }
@@ -198,6 +201,7 @@ impl BatchPlan {
                 class.1 += 1;
                 let run = self.runs.entry(job.run).or_default();
                 run.done += 1;
+                run.cost_done += job.cost;
                 run.counted += c.count;
                 let tally = self.workers.entry((job.run, c.worker.clone())).or_default();
                 tally.jobs += 1;
@@ -316,6 +320,7 @@ mod tests {
             redundancy,
             cancelled: false,
             round: 0,
+            cost: 1,
             votes: Vec::new(),
         }
     }
@@ -380,9 +385,9 @@ mod tests {
         }
     }
 
-    /// Jobs 1 and 2 of run 1, classes 0 and 1, leased to w1.
+    /// Jobs 1 and 2 of run 1, classes 0 and 1, costs 1 and 100, leased to w1.
     fn two_jobs(redundancy: u32) -> HashMap<JobId, JobView> {
-        HashMap::from([(1, job(redundancy)), (2, JobView { class: 1, ..job(redundancy) })])
+        HashMap::from([(1, job(redundancy)), (2, JobView { class: 1, cost: 100, ..job(redundancy) })])
     }
 
     #[test]
@@ -405,7 +410,7 @@ mod tests {
         assert_eq!(plan.classes, BTreeMap::from([((1, 0), (5u32.into(), 1)), ((1, 1), (7u32.into(), 1))]));
         assert_eq!(
             plan.runs,
-            BTreeMap::from([(1, RunChange { done: 2, counted: 12u32.into(), ..RunChange::default() })])
+            BTreeMap::from([(1, RunChange { done: 2, cost_done: 101, counted: 12u32.into(), ..RunChange::default() })])
         );
         let tally = WorkerTally { jobs: 2, completions: 12u32.into() };
         assert_eq!(plan.workers, BTreeMap::from([((1, "w1".to_string()), tally)]));

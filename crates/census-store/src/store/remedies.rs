@@ -54,6 +54,7 @@ impl<B: StorageBackend> Store<B> {
             if row.state == JobState::Done {
                 let count = row.count.unwrap_or_default();
                 entry.done += 1;
+                entry.cost_done += row.cost;
                 entry.counted += &count;
                 let class = classes.entry((row.run, row.class)).or_default();
                 class.0 += count;

@@ -110,6 +110,13 @@ impl<B: StorageBackend> Store<B> {
             }
             spec.census.stage(&job.key).map(Some).map_err(|e| StoreError::Invalid(format!("job {:?}: {e}", job.key)))
         };
+        // Each job's expected cost, for progress by cost (`totals.rs`).
+        let cost_of = |job: &JobSpec| -> Result<i64, StoreError> {
+            let cost =
+                spec.census.job_cost(&job.key).map_err(|e| StoreError::Invalid(format!("job {:?}: {e}", job.key)))?;
+            i64::try_from(cost.max(1))
+                .map_err(|_| StoreError::Invalid(format!("job {:?}: a cost of {cost} passes 2^63", job.key)))
+        };
 
         let now = now_ms();
         let mut tx = self.backend.begin().await?;
@@ -118,6 +125,7 @@ impl<B: StorageBackend> Store<B> {
         // reach later chunks has its job count set at the end.
         let mut classes: HashMap<String, ClassEntry> = HashMap::new();
         let mut total: u64 = 0;
+        let mut cost_total: i64 = 0;
         let mut created: Option<RunId> = None;
         loop {
             let chunk: Vec<JobSpec> = jobs.by_ref().take(JOBS_PER_CHUNK).collect();
@@ -141,7 +149,11 @@ impl<B: StorageBackend> Store<B> {
                     return Err(StoreError::Invalid(format!("class {:?} is given two weights", job.group)));
                 }
                 class.jobs += 1;
-                new_jobs.push(NewJob { class: class.id as i64, key: &job.key, stage: stage_of(job)? });
+                let cost = cost_of(job)?;
+                cost_total = cost_total
+                    .checked_add(cost)
+                    .ok_or_else(|| StoreError::Invalid("the run's jobs' costs add up past 2^63".into()))?;
+                new_jobs.push(NewJob { class: class.id as i64, key: &job.key, stage: stage_of(job)?, cost });
             }
             // The run's row, once its first chunk is known to be sound.
             let run = match created {
@@ -189,7 +201,7 @@ impl<B: StorageBackend> Store<B> {
             .map(|class| (class.id as i64, class.jobs))
             .collect();
         self.backend.set_class_jobs_total(&mut tx, run, &spread).await?;
-        self.backend.set_run_jobs_total(&mut tx, run, total as i64).await?;
+        self.backend.set_run_jobs_total(&mut tx, run, total as i64, cost_total).await?;
         self.backend.commit(tx).await?;
         self.backend.refresh_statistics().await?;
         tracing::info!(run, census = %spec.census, classes = classes.len(), jobs = total, "run created");

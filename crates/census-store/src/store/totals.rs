@@ -288,6 +288,8 @@ impl<B: StorageBackend> Store<B> {
         progress.pending = progress.jobs_total.saturating_sub(progress.done + progress.failed + progress.leased);
         progress.completions_counted = parse_big(&run_row.counted)?.to_string();
         progress.rejected = self.backend.rejections_in(run).await? as u64;
+        progress.cost_total = run_row.cost_total as u64;
+        progress.cost_done = run_row.cost_done as u64;
 
         // The speed over the last minute, or over the newest RECENT results
         // if the last minute holds more: a walk back of at most RECENT
@@ -297,11 +299,15 @@ impl<B: StorageBackend> Store<B> {
         const RECENT: i64 = 10_000;
         let recent = self.backend.recent_results(&Recent { run, since: now - 60_000, limit: RECENT }).await?;
         if let Some(oldest) = recent.oldest {
-            progress.jobs_per_second = speed(recent.results, RECENT, now - oldest);
+            progress.jobs_per_second = speed(recent.results, recent.results, RECENT, now - oldest);
+            progress.cost_per_second = speed(recent.cost, recent.results, RECENT, now - oldest);
         }
-        let remaining = progress.jobs_total.saturating_sub(progress.done);
-        if progress.jobs_per_second > 0.0 && remaining > 0 {
-            progress.eta = Some(Duration::from_secs_f64(remaining as f64 / progress.jobs_per_second));
+        // By cost, not by jobs: a run's jobs may differ in cost by orders
+        // of magnitude (a layers census's map and class jobs). Where every
+        // job costs 1 this is the jobs remaining over the jobs a second.
+        let remaining = progress.cost_total.saturating_sub(progress.cost_done);
+        if progress.cost_per_second > 0.0 && remaining > 0 {
+            progress.eta = Some(Duration::from_secs_f64(remaining as f64 / progress.cost_per_second));
         }
         progress.workers = self.backend.worker_stats(run).await?;
         Ok(progress)
@@ -336,15 +342,16 @@ impl<B: StorageBackend> Store<B> {
     }
 }
 
-/// Jobs a second from the newest `recent_jobs` results of the last minute,
-/// the oldest of which finished `span_ms` ago; `walk` is the most results
-/// the walk reads. A short span with fewer results than the walk reads is
-/// too young to trust (it counts as a second); a span full of results is
-/// the speed (down to a millisecond).
-fn speed(recent_jobs: i64, walk: i64, span_ms: i64) -> f64 {
+/// `amount` (results, or their jobs' cost) a second, from the newest
+/// `recent_results` results of the last minute, the oldest of which
+/// finished `span_ms` ago; `walk` is the most results the walk reads. A
+/// short span with fewer results than the walk reads is too young to trust
+/// (it counts as a second); a span full of results is the speed (down to a
+/// millisecond).
+fn speed(amount: i64, recent_results: i64, walk: i64, span_ms: i64) -> f64 {
     let span = span_ms as f64 / 1e3;
-    let span = if recent_jobs < walk { span.max(1.0) } else { span.max(1e-3) };
-    recent_jobs as f64 / span
+    let span = if recent_results < walk { span.max(1.0) } else { span.max(1e-3) };
+    amount as f64 / span
 }
 
 #[cfg(test)]
@@ -355,14 +362,17 @@ mod tests {
     fn a_walk_full_of_results_is_the_speed_over_their_span() {
         // 10,000 results in the last 2.5 s of a busy minute: 4,000 a second,
         // not 10,000 over the whole minute.
-        assert_eq!(speed(10_000, 10_000, 2_500), 4_000.0);
+        assert_eq!(speed(10_000, 10_000, 10_000, 2_500), 4_000.0);
         // All within one millisecond: as fast as the clock tells.
-        assert_eq!(speed(10_000, 10_000, 0), 10_000_000.0);
+        assert_eq!(speed(10_000, 10_000, 10_000, 0), 10_000_000.0);
+        // Their jobs' cost over the same span.
+        assert_eq!(speed(35_000, 10_000, 10_000, 2_500), 14_000.0);
     }
 
     #[test]
     fn a_few_recent_results_count_over_at_least_a_second() {
-        assert_eq!(speed(50, 10_000, 200), 50.0);
-        assert_eq!(speed(600, 10_000, 60_000), 10.0);
+        assert_eq!(speed(50, 50, 10_000, 200), 50.0);
+        assert_eq!(speed(600, 600, 10_000, 60_000), 10.0);
+        assert_eq!(speed(5_000, 50, 10_000, 200), 5_000.0);
     }
 }
