@@ -182,6 +182,9 @@ impl Coordinator {
             r#final: summary.is_final,
             rejected: progress.rejected,
             quarantined: quarantined.into_iter().map(|q| q.worker).collect(),
+            cost_total: progress.cost_total,
+            cost_done: progress.cost_done,
+            cost_per_second: progress.cost_per_second,
         })
     }
 }

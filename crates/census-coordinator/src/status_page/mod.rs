@@ -52,6 +52,15 @@ struct RunJson {
     conflicts: u64,
     rejected: u64,
     jobs_per_second: f64,
+    /// The expected cost of all the jobs and of the done ones
+    /// (`Census::job_cost`), and the share done: what the bar shows.
+    cost_total: u64,
+    cost_done: u64,
+    cost_fraction_done: f64,
+    /// Whether the census's jobs differ in cost (`Census::knows_job_costs`),
+    /// so that the share of the cost done differs from that of the jobs.
+    costs_known: bool,
+    /// The cost left at the cost done a second (0 when unknown).
     eta_seconds: f64,
     r#final: bool,
     /// The run is finished and this coordinator is checking its stored
@@ -125,6 +134,7 @@ async fn status_json(coordinator: &Arc<Coordinator>, headers: HeaderMap) -> Resu
     let mut runs = Vec::new();
     for summary in summaries.into_iter().rev().take(RECENT_RUNS) {
         let nine_by_nine = summary.spec.census.is_nine_by_nine();
+        let costs_known = summary.spec.census.knows_job_costs();
         let classes_total = summary.classes as usize;
         let run = run_message(summary);
         let progress = coordinator.progress(run.run_id).await?;
@@ -152,6 +162,10 @@ async fn status_json(coordinator: &Arc<Coordinator>, headers: HeaderMap) -> Resu
             conflicts: progress.conflicts,
             rejected: progress.rejected,
             jobs_per_second: progress.jobs_per_second,
+            cost_total: progress.cost_total,
+            cost_done: progress.cost_done,
+            cost_fraction_done: progress.fraction_done(),
+            costs_known,
             eta_seconds: progress.eta_seconds,
             r#final: result.r#final,
             verifying,

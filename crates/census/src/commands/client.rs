@@ -153,8 +153,15 @@ pub fn progress_line(progress: &Progress) -> String {
         );
     }
     let eta = if progress.eta_seconds > 0.0 { format!(", ETA {:.0} s", progress.eta_seconds) } else { String::new() };
+    // Where jobs differ in cost (a layers census), the share of the work
+    // done is not the share of the jobs: both are said.
+    let cost = if progress.cost_total > 0 && progress.cost_total != progress.jobs_total {
+        format!(" ({:.1}% of the expected cost)", 100.0 * progress.fraction_done())
+    } else {
+        String::new()
+    };
     format!(
-        "run {}: {}/{} jobs done, {} leased, {} pending, {} failed, {} conflicts, {} rejected; {:.2} jobs/s{eta}",
+        "run {}: {}/{} jobs done{cost}, {} leased, {} pending, {} failed, {} conflicts, {} rejected; {:.2} jobs/s{eta}",
         progress.run_id,
         thousands(&progress.done),
         thousands(&progress.jobs_total),

@@ -168,7 +168,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let mut display = Display::new(args.quiet, run.jobs_total, run.jobs_done);
+    let mut display = Display::new(args.quiet, run.jobs_total, run.jobs_done, run.spec.census.knows_job_costs());
     let mut signals = signals();
     let interrupted = loop {
         let progress =
@@ -258,20 +258,37 @@ struct Display {
     last_line: Instant,
     /// Jobs done when this run (or its resumption) started.
     done_at_start: u64,
+    /// Whether the bar, the line and the ETA weigh jobs by their expected
+    /// cost (`Census::knows_job_costs`: a layers census, whose map jobs
+    /// cost thousands of times its class jobs); else by jobs.
+    by_cost: bool,
 }
 
 /// The plain progress line of `census run`, the same for every kind of
-/// census: jobs (they are what a run is made of), failures, and the speed
-/// once jobs finish. No sum of counts: before the end it is neither S nor
-/// the answer of any census, and it was read as one.
-fn progress_text(progress: &census_proto::v1::Progress, rate: Option<(f64, f64)>, moved: bool) -> String {
+/// census: jobs (they are what a run is made of), failures, the share of
+/// the expected cost done where the census's jobs differ in cost
+/// (`by_cost`), and the speed once jobs finish. No sum of counts: before
+/// the end it is neither S nor the answer of any census, and it was read
+/// as one.
+fn progress_text(
+    progress: &census_proto::v1::Progress,
+    rate: Option<(f64, f64)>,
+    moved: bool,
+    by_cost: bool,
+) -> String {
     format!(
-        "progress: {}/{} jobs{}, {}",
+        "progress: {}/{} jobs{}{}, {}",
         thousands(&progress.done),
         thousands(&progress.jobs_total),
+        if by_cost { format!(" ({})", cost_text(progress)) } else { String::new() },
         if progress.failed > 0 { format!(" ({} failed)", thousands(&progress.failed)) } else { String::new() },
         speed_text(progress, rate, moved)
     )
+}
+
+/// The share of the expected cost done: `42.0% of the expected cost`.
+fn cost_text(progress: &census_proto::v1::Progress) -> String {
+    format!("{:.1}% of the expected cost", 100.0 * progress.fraction_done())
 }
 
 /// The speed part of the progress line (the bar shows the jobs itself).
@@ -308,9 +325,12 @@ const POLL_EVERY: Duration = Duration::from_millis(50);
 /// Jobs a second measured over the last half minute, so that the ETA
 /// follows the run's current speed without jumping with every poll (a rate
 /// of whole jobs per poll made an ETA at a steady 0.5 jobs/s swing between
-/// 219 and 583 s).
+/// 219 and 583 s). The ETA is the work left at the work done a second over
+/// the same window, the work being the jobs' expected cost where it is
+/// weighed, else the jobs.
 struct RateWindow {
-    samples: std::collections::VecDeque<(Instant, u64)>,
+    /// (when, jobs done, work done)
+    samples: std::collections::VecDeque<(Instant, u64, u64)>,
 }
 
 const RATE_WINDOW: Duration = Duration::from_secs(30);
@@ -320,35 +340,40 @@ impl RateWindow {
         RateWindow { samples: Default::default() }
     }
 
-    /// Records `done` jobs at `now`; the rate over the window and the
-    /// seconds left at that rate, once there is something to measure.
-    fn observe(&mut self, now: Instant, done: u64, total: u64) -> Option<(f64, f64)> {
-        self.samples.push_back((now, done));
+    /// Records `done` jobs and `work` of `work_total` done at `now`; the
+    /// jobs a second over the window and the seconds left at the work a
+    /// second, once there is something to measure.
+    fn observe(&mut self, now: Instant, done: u64, work: u64, work_total: u64) -> Option<(f64, f64)> {
+        self.samples.push_back((now, done, work));
         while self.samples.len() > 2 && now - self.samples[0].0 > RATE_WINDOW {
             self.samples.pop_front();
         }
-        let (then, done_then) = self.samples[0];
+        let (then, done_then, work_then) = self.samples[0];
         let seconds = (now - then).as_secs_f64();
-        if seconds < 0.5 || done <= done_then {
+        if seconds < 0.5 || done <= done_then || work <= work_then {
             return None;
         }
         let rate = (done - done_then) as f64 / seconds;
-        Some((rate, total.saturating_sub(done) as f64 / rate))
+        let work_rate = (work - work_then) as f64 / seconds;
+        Some((rate, work_total.saturating_sub(work) as f64 / work_rate))
     }
 }
 
 impl Display {
-    fn new(quiet: bool, total: u64, done: u64) -> Display {
+    fn new(quiet: bool, total: u64, done: u64, by_cost: bool) -> Display {
         use std::io::IsTerminal;
         let terminal = std::io::stderr().is_terminal();
         let bar = (!quiet && terminal).then(|| {
-            let bar = ProgressBar::new(total);
-            bar.set_style(
-                ProgressStyle::with_template("{bar:40} {pos}/{len} jobs  {msg}")
-                    .expect("a valid template")
-                    .progress_chars("=> "),
-            );
-            bar.set_position(done);
+            // By cost, the bar's length and position are costs (set at the
+            // first poll), and the jobs are in the message.
+            let (template, length, position) = if by_cost {
+                ("{bar:40} {percent}% of the expected cost  {msg}", 0, 0)
+            } else {
+                ("{bar:40} {pos}/{len} jobs  {msg}", total, done)
+            };
+            let bar = ProgressBar::new(length);
+            bar.set_style(ProgressStyle::with_template(template).expect("a valid template").progress_chars("=> "));
+            bar.set_position(position);
             bar
         });
         Display {
@@ -357,18 +382,32 @@ impl Display {
             rate: RateWindow::new(),
             last_line: Instant::now(),
             done_at_start: done,
+            by_cost,
         }
     }
 
     fn update(&mut self, progress: &census_proto::v1::Progress) {
-        let rate = self.rate.observe(Instant::now(), progress.done, progress.jobs_total);
+        let by_cost = self.by_cost && progress.cost_total > 0;
+        let (work, work_total) =
+            if by_cost { (progress.cost_done, progress.cost_total) } else { (progress.done, progress.jobs_total) };
+        let rate = self.rate.observe(Instant::now(), progress.done, work, work_total);
         let moved = progress.done > self.done_at_start;
         if let Some(bar) = &self.bar {
-            bar.set_position(progress.done);
-            bar.set_message(speed_text(progress, rate, moved));
+            if by_cost {
+                bar.set_length(work_total);
+                bar.set_message(format!(
+                    "{}/{} jobs, {}",
+                    thousands(&progress.done),
+                    thousands(&progress.jobs_total),
+                    speed_text(progress, rate, moved)
+                ));
+            } else {
+                bar.set_message(speed_text(progress, rate, moved));
+            }
+            bar.set_position(work);
         } else if self.plain && self.last_line.elapsed() >= PLAIN_EVERY {
             self.last_line = Instant::now();
-            eprintln!("{}", progress_text(progress, rate, moved));
+            eprintln!("{}", progress_text(progress, rate, moved, by_cost));
         }
     }
 
@@ -402,7 +441,7 @@ mod tests {
         for poll in 0..240u64 {
             let now = start + Duration::from_millis(500 * poll);
             let done = poll / 4;
-            if let Some((rate, eta)) = window.observe(now, done, 1000)
+            if let Some((rate, eta)) = window.observe(now, done, done, 1000)
                 && poll >= 80
             {
                 assert!((rate - 0.5).abs() < 0.05, "poll {poll}: rate {rate}");
@@ -433,20 +472,41 @@ mod tests {
     /// jobs stopped finishing for a while is not "starting".
     #[test]
     fn the_progress_line_says_jobs_and_speed_only() {
-        assert_eq!(progress_text(&progress(0, 144_578, 0, 0), None, false), "progress: 0/144,578 jobs, starting");
         assert_eq!(
-            progress_text(&progress(0, 144_578, 2, 0), None, false),
+            progress_text(&progress(0, 144_578, 0, 0), None, false, false),
+            "progress: 0/144,578 jobs, starting"
+        );
+        assert_eq!(
+            progress_text(&progress(0, 144_578, 2, 0), None, false, false),
             "progress: 0/144,578 jobs, counting the first jobs"
         );
         assert_eq!(
-            progress_text(&progress(14, 282, 2, 0), None, true),
+            progress_text(&progress(14, 282, 2, 0), None, true, false),
             "progress: 14/282 jobs, no job finished in the last 30 s"
         );
         assert_eq!(
-            progress_text(&progress(1_200, 3_550, 2, 3), Some((0.3, 9_400.0)), true),
+            progress_text(&progress(1_200, 3_550, 2, 3), Some((0.3, 9_400.0)), true, false),
             "progress: 1,200/3,550 jobs (3 failed), 0.3 jobs/s, ETA 2.6 h"
         );
-        assert!(!progress_text(&progress(14, 282, 2, 0), Some((1.0, 268.0)), true).contains("18,383"));
+        assert!(!progress_text(&progress(14, 282, 2, 0), Some((1.0, 268.0)), true, false).contains("18,383"));
+    }
+
+    /// By cost, the line says the share of the expected cost done, and the
+    /// ETA is the cost left at the cost done a second: a run whose first
+    /// jobs were cheap is not nearly done.
+    #[test]
+    fn a_run_weighed_by_cost_shows_and_times_its_cost() {
+        let heavy = census_proto::v1::Progress { cost_total: 1_000, cost_done: 250, ..progress(300, 400, 2, 0) };
+        assert_eq!(
+            progress_text(&heavy, Some((10.0, 75.0)), true, true),
+            "progress: 300/400 jobs (25.0% of the expected cost), 10.0 jobs/s, ETA 75 s"
+        );
+        // 10 jobs/s but 5 of cost a second: 750 of cost left is 150 s.
+        let start = Instant::now();
+        let mut window = RateWindow::new();
+        assert_eq!(window.observe(start, 250, 200, 1_000), None);
+        let later = start + Duration::from_secs(10);
+        assert_eq!(window.observe(later, 350, 250, 1_000), Some((10.0, 150.0)));
     }
 
     #[test]
@@ -462,7 +522,7 @@ mod tests {
     fn no_rate_before_anything_moves() {
         let start = Instant::now();
         let mut window = RateWindow::new();
-        assert_eq!(window.observe(start, 5, 10), None);
-        assert_eq!(window.observe(start + Duration::from_secs(3), 5, 10), None);
+        assert_eq!(window.observe(start, 5, 5, 10), None);
+        assert_eq!(window.observe(start + Duration::from_secs(3), 5, 5, 10), None);
     }
 }

@@ -45,6 +45,12 @@ struct StatusJson {
     pending: u64,
     failed: u64,
     conflicts: u64,
+    /// The expected cost of all the jobs and of the done ones
+    /// (`Census::job_cost`; the jobs' numbers where every job costs 1),
+    /// and the share of it done.
+    cost_total: u64,
+    cost_done: u64,
+    fraction_done: f64,
     r#final: bool,
     census: String,
     /// The exact answer once final.
@@ -108,6 +114,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 pending: progress.pending,
                 failed: progress.failed,
                 conflicts: progress.conflicts,
+                cost_total: progress.cost_total,
+                cost_done: progress.cost_done,
+                fraction_done: progress.fraction_done(),
                 // A partial sum is no answer: S, N0 and the answer only once final.
                 answer: if result.r#final { result.answer } else { String::new() },
                 s: if result.r#final { result.s } else { String::new() },
