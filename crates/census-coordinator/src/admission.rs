@@ -45,6 +45,20 @@
 //! bounds. A crowd that was refused together thus comes back spread out at
 //! about the rate the store takes it, instead of all at once to be refused
 //! again.
+//!
+//! **The pace.** Refusing calls bounds the work in flight, but a fleet
+//! still offers about two calls a batch (the lease and the report), so
+//! 10,000 workers whose batches last a second offer 20,000 calls a second
+//! whatever their jobs are, far past what one coordinator and one
+//! database answer (BENCHMARKS.md, "Load"). So the coordinator also asks,
+//! in every lease's answer, how long the worker's next batch should take
+//! to count (`batch_millis`): a second while its slots are
+//! mostly free, longer as the calls admitted fill them (by Little's law,
+//! the calls a second times the mean time a call holds its slot, over the
+//! slots), up to a quarter of the lease TTL (so that a batch needs no
+//! heartbeat). A fleet that asks for batches twice as long makes half the
+//! calls for the same jobs, so the pace settles where about half the slots
+//! are busy, and the calls admitted are answered without queueing.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -115,6 +129,9 @@ pub struct AdmissionCounts {
     /// [`AdmissionLimits::waiting`] (reports stepping back in after their
     /// check aside).
     pub waiting: usize,
+    /// How long a worker's batch is asked to take now (the pace in the
+    /// module's documentation).
+    pub batch_pace: Duration,
 }
 
 /// What a worker call is, for admission.
@@ -146,6 +163,15 @@ const LEASE_QUEUE: Duration = Duration::from_secs(2);
 /// How much each call's time in its slot moves the mean (1/64: the last
 /// few hundred calls).
 const MEAN_WEIGHT: f64 = 1.0 / 64.0;
+/// The shortest batch the coordinator asks for: the worker's own choice
+/// (`census-worker`'s `BATCH_TARGET`), long enough that round trips are a
+/// small part of a job's cost.
+pub const SHORTEST_BATCH: Duration = Duration::from_secs(1);
+/// How often the pace is set again from the calls admitted since.
+const PACE_WINDOW: Duration = Duration::from_secs(2);
+/// The share of the slots the pace aims to keep busy: enough to keep the
+/// store busy, few enough that a call rarely waits for a slot.
+const TARGET_OCCUPANCY: f64 = 0.5;
 
 /// The coordinator's admission: the slots, the pace of the hints, the counts.
 pub(crate) struct Admission {
@@ -165,6 +191,18 @@ pub(crate) struct Admission {
     admitted: AtomicU64,
     refused: [AtomicU64; 2],
     most_in_flight: AtomicUsize,
+    /// How long a worker's batch is asked to take, and what it was set from.
+    fleet: Mutex<FleetPace>,
+    /// The longest batch asked for: a quarter of the lease TTL.
+    longest_batch: Duration,
+}
+
+/// The pace asked of the fleet's batches, and the counts at its last change.
+struct FleetPace {
+    batch: Duration,
+    since: Instant,
+    admitted: u64,
+    refused: u64,
 }
 
 /// A place in the queue for slots, given up when dropped (admitted, or the
@@ -208,7 +246,32 @@ impl Admission {
             admitted: AtomicU64::new(0),
             refused: [AtomicU64::new(0), AtomicU64::new(0)],
             most_in_flight: AtomicUsize::new(0),
+            fleet: Mutex::new(FleetPace { batch: SHORTEST_BATCH, since: now, admitted: 0, refused: 0 }),
+            longest_batch: (lease_ttl / 4).max(SHORTEST_BATCH),
         })
+    }
+
+    /// How long the coordinator asks a worker's next batch to take to
+    /// count: set again every [`PACE_WINDOW`] from how busy the slots were
+    /// since ([`next_batch`]).
+    pub(crate) fn batch_pace(&self) -> Duration {
+        self.batch_pace_at(Instant::now())
+    }
+
+    fn batch_pace_at(&self, now: Instant) -> Duration {
+        let slot_seconds = self.pace.lock().expect("never poisoned").slot_seconds;
+        let admitted = self.admitted.load(Ordering::Relaxed);
+        let refused = self.refused.iter().map(|r| r.load(Ordering::Relaxed)).sum::<u64>();
+        let mut fleet = self.fleet.lock().expect("never poisoned");
+        let elapsed = now.saturating_duration_since(fleet.since);
+        if elapsed >= PACE_WINDOW {
+            let busy = (admitted - fleet.admitted) as f64 * slot_seconds;
+            let occupancy = busy / (self.limits.calls as f64 * elapsed.as_secs_f64());
+            fleet.batch = next_batch(fleet.batch, occupancy, refused > fleet.refused, self.longest_batch);
+            *fleet = FleetPace { batch: fleet.batch, since: now, admitted, refused };
+            metrics::gauge!("census_batch_pace_seconds").set(fleet.batch.as_secs_f64());
+        }
+        fleet.batch
     }
 
     /// Admits a call of `kind` into a free slot, or after a short wait
@@ -311,14 +374,31 @@ impl Admission {
     }
 
     pub(crate) fn counts(&self) -> AdmissionCounts {
+        let batch_pace = self.fleet.lock().expect("never poisoned").batch;
         AdmissionCounts {
             admitted: self.admitted.load(Ordering::Relaxed),
             refused_held: self.refused[Kind::Held as usize].load(Ordering::Relaxed),
             refused_leases: self.refused[Kind::Lease as usize].load(Ordering::Relaxed),
             most_in_flight: self.most_in_flight.load(Ordering::Relaxed),
             waiting: self.waiting.load(Ordering::SeqCst),
+            batch_pace,
         }
     }
+}
+
+/// The pace after `batch` when the slots were busy `occupancy` of the time
+/// (and calls were `refused`, a sign of a full house whatever the mean
+/// says): longer or shorter in proportion to how far that is from
+/// [`TARGET_OCCUPANCY`], at most twice or half at once (the calls of a
+/// fleet follow a new pace only as its batches end), within
+/// [`SHORTEST_BATCH`] and `longest`.
+/// A fleet's calls fall as its batches lengthen, so the pace settles where
+/// the slots are about that busy, or at `longest`.
+fn next_batch(batch: Duration, occupancy: f64, refused: bool, longest: Duration) -> Duration {
+    let occupancy = if refused { occupancy.max(1.0) } else { occupancy };
+    let factor = (occupancy / TARGET_OCCUPANCY).clamp(0.5, 2.0);
+    let longest = longest.max(SHORTEST_BATCH);
+    batch.mul_f64(factor).clamp(SHORTEST_BATCH, longest)
 }
 
 /// A call's place: the permits it holds while in flight.
@@ -446,7 +526,14 @@ mod tests {
         let Poll::Ready(Ok(lease)) = poll(&mut fourth) else { panic!("then the lease") };
         assert_eq!(
             admission.counts(),
-            AdmissionCounts { admitted: 7, refused_held: 1, refused_leases: 1, most_in_flight: 4, waiting: 0 }
+            AdmissionCounts {
+                admitted: 7,
+                refused_held: 1,
+                refused_leases: 1,
+                most_in_flight: 4,
+                waiting: 0,
+                batch_pace: SHORTEST_BATCH
+            }
         );
         drop((held, admitted, lease));
     }
@@ -516,5 +603,72 @@ mod tests {
         assert!(matches!(poll(&mut lease), Poll::Ready(Ok(_))));
         let counts = admission.counts();
         assert_eq!((counts.admitted, counts.most_in_flight, counts.waiting), (3, 1, 0), "{counts:?}");
+    }
+
+    #[test]
+    fn the_pace_follows_how_busy_the_slots_were() {
+        let longest = Duration::from_secs(60);
+        let pace = |batch: u64, occupancy: f64, refused: bool| {
+            next_batch(Duration::from_secs(batch), occupancy, refused, longest).as_secs_f64()
+        };
+        assert_eq!(pace(4, 0.5, false), 4.0, "half busy: as it was");
+        assert_eq!(pace(4, 0.75, false), 6.0, "longer in proportion");
+        assert_eq!(pace(4, 0.3, false), 2.4, "shorter in proportion");
+        assert_eq!(pace(4, 12.0, false), 8.0, "at most twice at once");
+        assert_eq!(pace(4, 0.0, false), 2.0, "at most half at once");
+        assert_eq!(pace(4, 0.1, true), 8.0, "calls refused: a full house");
+        assert_eq!(pace(1, 0.0, false), 1.0, "never under the shortest");
+        assert_eq!(pace(50, 1.0, false), 60.0, "never over the longest");
+        assert_eq!(next_batch(Duration::from_secs(1), 9.0, false, Duration::ZERO), SHORTEST_BATCH);
+    }
+
+    /// A fleet of `workers` whose batches last the pace makes two calls a
+    /// batch; each holds one of 32 slots for 20 ms. From batches of a
+    /// second (20,000 calls a second for 10,000 workers, twelve times what
+    /// the slots take) the pace settles where about half the slots are busy.
+    #[test]
+    fn a_fleets_pace_settles_with_half_the_slots_busy() {
+        let (slots, call_seconds, longest) = (32.0, 0.02, Duration::from_secs(300));
+        for workers in [10.0, 1_000.0, 10_000.0] {
+            let mut batch = SHORTEST_BATCH;
+            for _ in 0..40 {
+                let calls_per_second = 2.0 * workers / batch.as_secs_f64();
+                let occupancy = calls_per_second * call_seconds / slots;
+                batch = next_batch(batch, occupancy, occupancy > 1.0, longest);
+            }
+            let occupancy = 2.0 * workers / batch.as_secs_f64() * call_seconds / slots;
+            if batch == SHORTEST_BATCH {
+                assert!(occupancy <= TARGET_OCCUPANCY, "{workers} workers: {occupancy}");
+            } else {
+                assert!((occupancy - TARGET_OCCUPANCY).abs() < 0.01, "{workers} workers: {occupancy} at {batch:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_coordinator_sets_its_pace_from_the_calls_it_admitted() {
+        let admission = Admission::new(AdmissionLimits::with_calls(10), TTL);
+        let start = admission.fleet.lock().unwrap().since;
+        assert_eq!(admission.batch_pace_at(start), SHORTEST_BATCH, "at first: the worker's own second");
+        // 2,000 calls of 20 ms in 2 s on 10 slots: busy twice over.
+        admission.pace.lock().unwrap().slot_seconds = 0.02;
+        admission.admitted.store(2_000, Ordering::Relaxed);
+        assert_eq!(admission.batch_pace_at(start + Duration::from_secs(1)), SHORTEST_BATCH, "within the window");
+        assert_eq!(admission.batch_pace_at(start + PACE_WINDOW), 2 * SHORTEST_BATCH);
+        // A call refused in the next window: longer again, up to a quarter of the TTL.
+        admission.refused[Kind::Lease as usize].store(1, Ordering::Relaxed);
+        let mut at = start + PACE_WINDOW;
+        for _ in 0..10 {
+            at += PACE_WINDOW;
+            admission.refused[Kind::Lease as usize].fetch_add(1, Ordering::Relaxed);
+            admission.batch_pace_at(at);
+        }
+        assert_eq!(admission.counts().batch_pace, TTL / 4);
+        // Idle from then on: back to a second.
+        for _ in 0..10 {
+            at += PACE_WINDOW;
+            admission.batch_pace_at(at);
+        }
+        assert_eq!(admission.counts().batch_pace, SHORTEST_BATCH);
     }
 }

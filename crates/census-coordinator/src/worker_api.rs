@@ -107,6 +107,7 @@ impl WorkerService for Api {
             jobs,
             lease_ttl_seconds: ttl.as_secs().clamp(1, u64::from(u32::MAX)) as u32,
             idle,
+            batch_millis: self.0.admission.batch_pace().as_millis().min(u128::from(u32::MAX)) as u32,
         }))
     }
 

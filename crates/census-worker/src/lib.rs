@@ -97,26 +97,39 @@ pub fn default_worker_id() -> String {
 /// report stays a few hundred kilobytes.
 const LARGEST_BATCH: u32 = 2048;
 const _: () = assert!(LARGEST_BATCH <= census_proto::limits::MAX_BATCH);
-/// How long a batch should take to count: long enough that round trips
-/// are a small part of a job's cost, short enough that a worker never
-/// holds a backlog while another is idle (the run's last batches end
-/// together) and that a batch ends well within its lease.
+/// How long a batch should take to count, unless the coordinator asks for
+/// longer: long enough that round trips are a small part of a job's cost,
+/// short enough that a worker never holds a backlog while another is idle
+/// (the run's last batches end together) and that a batch ends well within
+/// its lease.
 const BATCH_TARGET: Duration = Duration::from_secs(1);
 
 /// The next batch's size from the last one's measured rate (`jobs` counted
-/// in `elapsed` on `threads` threads): what that rate counts in
-/// `BATCH_TARGET`, or in a third of the lease TTL if that is shorter, at
-/// least one job a thread (a job of an hour is leased one at a time) and
-/// at most `LARGEST_BATCH` (a job of microseconds). Fair with any job
-/// length: every worker's batch lasts about the same time. (A cap on its
-/// growth would spread a census whose first jobs are far faster than the
-/// rest, but costs the 9x9 run a fifth of its time in round trips:
-/// BENCHMARKS.md.)
-pub fn batch_for_rate(jobs: usize, elapsed: Duration, threads: usize, lease_ttl: Duration) -> u32 {
+/// in `elapsed` on `threads` threads): what that rate counts in the time
+/// the coordinator `asked` for (its pace: longer while a large fleet keeps
+/// it busy; zero for [`BATCH_TARGET`]), or in a third of the lease TTL if
+/// that is shorter, at least one job a thread (a job of an hour is leased
+/// one at a time) and at most `LARGEST_BATCH` (a job of microseconds).
+/// Fair with any job length: every worker's batch lasts about the same
+/// time. (A cap on its growth would spread a census whose first jobs are
+/// far faster than the rest, but costs the 9x9 run a fifth of its time in
+/// round trips: BENCHMARKS.md.)
+///
+/// ```
+/// use std::time::Duration;
+/// use census_worker::batch_for_rate;
+/// let ttl = Duration::from_secs(30);
+/// // 100 jobs a second on 2 threads: a second's worth...
+/// assert_eq!(batch_for_rate(50, Duration::from_millis(500), 2, ttl, Duration::ZERO), 100);
+/// // ...or four seconds' worth when the coordinator asks for batches of 4 s.
+/// assert_eq!(batch_for_rate(50, Duration::from_millis(500), 2, ttl, Duration::from_secs(4)), 400);
+/// ```
+pub fn batch_for_rate(jobs: usize, elapsed: Duration, threads: usize, lease_ttl: Duration, asked: Duration) -> u32 {
     let smallest = threads.clamp(1, LARGEST_BATCH as usize) as f64;
     // A batch counted faster than the clock's resolution is as fast as it gets.
     let jobs_per_second = jobs as f64 / elapsed.as_secs_f64().max(1e-6);
-    let target = BATCH_TARGET.min(lease_ttl / 3).as_secs_f64();
+    let wanted = if asked.is_zero() { BATCH_TARGET } else { asked };
+    let target = wanted.min(lease_ttl / 3).as_secs_f64();
     (jobs_per_second * target).clamp(smallest, f64::from(LARGEST_BATCH)) as u32
 }
 
@@ -339,12 +352,14 @@ impl Worker {
             idle_polls = 0;
             self.leased += response.jobs.len() as u64;
             let ttl = Duration::from_secs(u64::from(response.lease_ttl_seconds.max(1)));
+            let response_pace = response.batch_millis;
             let started = Instant::now();
             let jobs = response.jobs.len();
             let counted = self.count_batch(response.jobs, ttl).await?;
             let Some((results, tokens)) = counted else { break };
             if self.config.batch.is_none() {
-                batch = batch_for_rate(jobs, started.elapsed(), self.config.threads, ttl)
+                let asked = Duration::from_millis(u64::from(response_pace));
+                batch = batch_for_rate(jobs, started.elapsed(), self.config.threads, ttl, asked)
                     .max(batch_counted_together(self.together, self.config.threads));
             }
             // The coordinator checks results by counting them again, which
@@ -875,9 +890,9 @@ mod tests {
     #[test]
     fn a_batch_lasts_about_a_second_at_the_measured_rate() {
         // 500 jobs in half a second on 4 threads: 1,000 jobs a second.
-        assert_eq!(batch_for_rate(500, Duration::from_millis(500), 4, TTL), 1000);
+        assert_eq!(batch_for_rate(500, Duration::from_millis(500), 4, TTL, Duration::ZERO), 1000);
         // The same rate measured on a batch of 125.
-        assert_eq!(batch_for_rate(125, Duration::from_millis(125), 4, TTL), 1000);
+        assert_eq!(batch_for_rate(125, Duration::from_millis(125), 4, TTL, Duration::ZERO), 1000);
     }
 
     /// 4x3 gangsters are counted a few hundred at a time on each thread
@@ -885,7 +900,7 @@ mod tests {
     #[test]
     fn jobs_counted_together_are_leased_together() {
         let twelve: Census = "shape boxes=4x3".parse().unwrap();
-        let slow = batch_for_rate(2, Duration::from_secs(200), 2, TTL);
+        let slow = batch_for_rate(2, Duration::from_secs(200), 2, TTL, Duration::ZERO);
         assert_eq!(slow, 2);
         assert_eq!(slow.max(batch_counted_together(twelve.jobs_counted_together(), 2)), 512);
         assert_eq!(batch_counted_together(twelve.jobs_counted_together(), 16), 4096);
@@ -897,25 +912,36 @@ mod tests {
     #[test]
     fn long_jobs_are_leased_one_a_thread() {
         // One job of an hour on each of 4 threads.
-        assert_eq!(batch_for_rate(4, Duration::from_secs(3600), 4, TTL), 4);
+        assert_eq!(batch_for_rate(4, Duration::from_secs(3600), 4, TTL, Duration::ZERO), 4);
         // Jobs of 0.4 s on 3 threads: 7.5 a second, 7 jobs a batch.
-        assert_eq!(batch_for_rate(3, Duration::from_millis(400), 3, TTL), 7);
+        assert_eq!(batch_for_rate(3, Duration::from_millis(400), 3, TTL, Duration::ZERO), 7);
     }
 
     #[test]
     fn fast_jobs_fill_the_largest_batch() {
-        assert_eq!(batch_for_rate(2048, Duration::from_millis(2), 2, TTL), LARGEST_BATCH);
-        assert_eq!(batch_for_rate(64, Duration::ZERO, 1, TTL), LARGEST_BATCH);
+        assert_eq!(batch_for_rate(2048, Duration::from_millis(2), 2, TTL, Duration::ZERO), LARGEST_BATCH);
+        assert_eq!(batch_for_rate(64, Duration::ZERO, 1, TTL, Duration::ZERO), LARGEST_BATCH);
     }
 
     #[test]
     fn a_short_lease_shortens_the_batch_to_a_third_of_it() {
         // 1,000 jobs a second and a 1.5 s TTL: half a second of jobs.
-        assert_eq!(batch_for_rate(1000, Duration::from_secs(1), 2, Duration::from_millis(1500)), 500);
+        assert_eq!(batch_for_rate(1000, Duration::from_secs(1), 2, Duration::from_millis(1500), Duration::ZERO), 500);
+    }
+
+    #[test]
+    fn the_coordinators_pace_lengthens_the_batch_within_a_third_of_the_lease() {
+        // 1,000 jobs a second, the coordinator asking for batches of 4 s.
+        assert_eq!(batch_for_rate(500, Duration::from_millis(500), 4, TTL, Duration::from_secs(4)), LARGEST_BATCH);
+        assert_eq!(batch_for_rate(50, Duration::from_millis(500), 4, TTL, Duration::from_secs(4)), 400);
+        // Asked for 20 s with a lease of 30 s: 10 s, a third of it.
+        assert_eq!(batch_for_rate(50, Duration::from_millis(500), 4, TTL, Duration::from_secs(20)), 1000);
+        // Jobs of an hour stay one a thread.
+        assert_eq!(batch_for_rate(4, Duration::from_secs(3600), 4, TTL, Duration::from_secs(7)), 4);
     }
 
     #[test]
     fn more_threads_than_the_largest_batch_still_ask_for_a_valid_batch() {
-        assert_eq!(batch_for_rate(1, Duration::from_secs(60), 10_000, TTL), LARGEST_BATCH);
+        assert_eq!(batch_for_rate(1, Duration::from_secs(60), 10_000, TTL, Duration::ZERO), LARGEST_BATCH);
     }
 }

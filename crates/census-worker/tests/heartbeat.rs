@@ -60,7 +60,7 @@ impl WorkerService for Served {
         };
         let idle = jobs.is_empty();
         // A short TTL, so that a heartbeat is due soon (a third of it).
-        Ok(Response::new(LeaseJobsResponse { jobs, lease_ttl_seconds: 1, idle }))
+        Ok(Response::new(LeaseJobsResponse { jobs, lease_ttl_seconds: 1, idle, batch_millis: 0 }))
     }
 
     async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatResponse>, Status> {

@@ -67,8 +67,10 @@ fn check_summary(summary: &Value, workers: u64, jobs: u64) {
         assert!(calls >= 1 || call == "heartbeat", "{call}: {stats}");
         answered += calls;
     }
+    // At most `batch` jobs a lease (by rate: at most census-worker's largest batch, 2,048).
+    let batch = if summary["batch"] == "rate" { 2048 } else { whole("batch") };
     if summary["heartbeats"] == "every-batch" {
-        assert!(summary["heartbeat"]["calls"].as_u64().unwrap() >= jobs.div_ceil(whole("batch")), "{summary}");
+        assert!(summary["heartbeat"]["calls"].as_u64().unwrap() >= jobs.div_ceil(batch), "{summary}");
     }
     // Admission: never more in flight than the limit; every answered call
     // was admitted; every refusal the workers heard, the coordinator made.
@@ -78,8 +80,11 @@ fn check_summary(summary: &Value, workers: u64, jobs: u64) {
     assert!(count("most_in_flight") >= 1 && count("most_in_flight") <= whole("max_calls_in_flight"), "{summary}");
     assert!(count("admitted") >= answered, "{summary}");
     assert_eq!(count("refused_held") + count("refused_leases"), whole("calls_refused_busy"), "{summary}");
-    // At most `batch` jobs a lease: at least jobs / batch lease calls; at most a report per job.
-    let batch = whole("batch");
+    // The pace asked of batches: from a second to a quarter of the lease TTL.
+    let pace = count("batch_pace_ms");
+    assert!(pace >= 1000 && pace <= (whole("lease_ttl_seconds") * 250).max(1000), "{summary}");
+    assert!(number("mean_batch") <= batch as f64, "{summary}");
+    // At least jobs / batch lease calls; at most a report per job.
     assert!(summary["lease"]["calls"].as_u64().unwrap() >= jobs.div_ceil(batch), "{summary}");
     assert!(summary["complete"]["calls"].as_u64().unwrap() <= jobs, "{summary}");
     assert!(number("jobs_per_second") > 0.0 && number("seconds") > 0.0);
@@ -119,6 +124,22 @@ fn workers_sharing_connections_keep_their_own_identities() {
     assert_eq!(summary["admission"]["most_in_flight"], 1);
 }
 
+/// Workers that size their batches as `census worker` does: by the last
+/// batch's rate (here a made-up millisecond a job: a second's worth is
+/// 1,000 jobs) and the coordinator's pace.
+#[test]
+fn workers_that_batch_by_rate_do_every_job_once() {
+    let summary =
+        simulate(&["--workers", "10", "--jobs", "5000", "--batch", "rate", "--count-ms", "1", "--lease-ttl", "60"]);
+    check_summary(&summary, 10, 5000);
+    assert_eq!(summary["batch"], "rate");
+    assert_eq!(summary["lease_ttl_seconds"], 60);
+    // Each worker's first batch is a job, its next ones a second's worth
+    // or more: 5,000 jobs in far fewer leases than jobs.
+    assert!(summary["mean_batch"].as_f64().unwrap() > 10.0, "{summary}");
+    assert!(summary["lease"]["calls"].as_u64().unwrap() < 500, "{summary}");
+}
+
 #[test]
 fn twenty_simulated_workers_do_every_job_once_on_postgres() {
     let database = census_testpg::fresh_database();
@@ -137,6 +158,8 @@ fn bad_simulations_are_refused_by_name() {
         (vec!["--workers", "0", "--jobs", "10"], "--workers"),
         (vec!["--workers", "2", "--jobs", "0"], "jobs=0"),
         (vec!["--workers", "2", "--jobs", "10", "--batch", "0"], "--batch"),
+        (vec!["--workers", "2", "--jobs", "10", "--batch", "fast"], "--batch"),
+        (vec!["--workers", "2", "--jobs", "10", "--lease-ttl", "0"], "--lease-ttl"),
         (vec!["--workers", "2", "--jobs", "10", "--max-calls-in-flight", "0"], "--max-calls-in-flight"),
         (vec!["--workers", "2", "--jobs", "10", "--heartbeats", "never"], "--heartbeats"),
         // An SQLite file has one connection.

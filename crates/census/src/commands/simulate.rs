@@ -48,9 +48,17 @@ pub struct Args {
     /// temporary directory, removed at the end.
     #[arg(long, env = "CENSUS_DATABASE_URL")]
     database: Option<String>,
-    /// Jobs a simulated worker leases at once.
-    #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=2048))]
-    batch: u32,
+    /// Jobs a simulated worker leases at once, 1 to 2,048, or `rate`: as
+    /// `census worker` sizes its batches, to count for the time the
+    /// coordinator asks (a second while it is not busy, longer as a large
+    /// fleet fills it), from the rate of the last batch.
+    #[arg(long, default_value = "1", value_parser = parse_batch)]
+    batch: Batch,
+    /// Seconds a lease lasts without a heartbeat (the coordinator's
+    /// `--lease-ttl`, 1 to 3,600): the pace asks for batches of up to a
+    /// quarter of it.
+    #[arg(long, default_value_t = CoordinatorConfig::default().lease_ttl.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    lease_ttl: u64,
     /// Milliseconds of made-up counting per job, between the lease and
     /// the report (0: none, the heaviest load a worker can make).
     #[arg(long, default_value = "0")]
@@ -84,6 +92,33 @@ enum Heartbeats {
     /// One call for each batch as soon as it is leased: the most a worker
     /// could send (what this command did before it modelled the worker).
     EveryBatch,
+}
+
+/// How many jobs a simulated worker leases at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Batch {
+    Fixed(u32),
+    /// As `census worker`: from the last batch's rate and the coordinator's pace.
+    Rate,
+}
+
+fn parse_batch(text: &str) -> Result<Batch, String> {
+    match text {
+        "rate" => Ok(Batch::Rate),
+        _ => match text.parse::<u32>() {
+            Ok(n) if (1..=census_proto::limits::MAX_BATCH).contains(&n) && n <= 2048 => Ok(Batch::Fixed(n)),
+            _ => Err(format!("{text:?} is neither `rate` nor a number of jobs from 1 to 2048")),
+        },
+    }
+}
+
+impl Batch {
+    fn to_json(self) -> serde_json::Value {
+        match self {
+            Batch::Fixed(n) => n.into(),
+            Batch::Rate => "rate".into(),
+        }
+    }
 }
 
 /// The most simulated workers (and connections) one command starts.
@@ -139,7 +174,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let created = Instant::now();
     let pool = super::pool_for(&database, args.database_connections)?;
     let admission = super::admission_for(pool, args.max_calls_in_flight.map(|n| n as usize));
-    let served = coordinator_runtime.block_on(serve(&database, pool, census, &tokens, &operator, admission))?;
+    let lease_ttl = Duration::from_secs(args.lease_ttl);
+    let served =
+        coordinator_runtime.block_on(serve(&database, pool, census, &tokens, &operator, admission, lease_ttl))?;
     let create_seconds = created.elapsed().as_secs_f64();
     if !args.json {
         eprintln!(
@@ -186,7 +223,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "database": shown_database,
         "workers": args.workers,
         "connections": connections,
-        "batch": args.batch,
+        "batch": args.batch.to_json(),
+        "lease_ttl_seconds": args.lease_ttl,
         "count_ms": args.count_ms,
         "heartbeats": format!("{:?}", args.heartbeats).to_lowercase(),
         "max_calls_in_flight": admission.calls,
@@ -205,7 +243,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "refused_held": admitted.refused_held,
             "refused_leases": admitted.refused_leases,
             "most_in_flight": admitted.most_in_flight,
+            "batch_pace_ms": admitted.batch_pace.as_millis() as u64,
         },
+        "mean_batch": round3(calls.recorded as f64 / calls.batches.max(1) as f64),
         "empty_leases": calls.empty_leases,
         "final": simulated.result.r#final,
         "answer": simulated.result.answer,
@@ -313,6 +353,7 @@ async fn serve(
     tokens: &[String],
     operator: &str,
     admission: AdmissionLimits,
+    lease_ttl: Duration,
 ) -> anyhow::Result<Served> {
     let store = super::open_store(database, StoreConfig::default(), pool).await?;
     let mut auth = AuthConfig::default();
@@ -320,7 +361,8 @@ async fn serve(
     for (i, token) in tokens.iter().enumerate() {
         auth.local.insert(hash_token(token), (format!("sim-worker-{i}"), Role::Worker));
     }
-    let config = CoordinatorConfig { auth, trust_local_workers: false, admission, ..CoordinatorConfig::default() };
+    let config =
+        CoordinatorConfig { auth, trust_local_workers: false, admission, lease_ttl, ..CoordinatorConfig::default() };
     let coordinator = Coordinator::new(store, config);
     let run = coordinator.create_run(census, 1).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -339,7 +381,7 @@ struct Plan {
     tokens: Vec<String>,
     operator: String,
     connections: usize,
-    batch: u32,
+    batch: Batch,
     count_ms: u64,
     heartbeats: Heartbeats,
     census: Census,
@@ -438,7 +480,7 @@ struct SimulatedWorker {
     client: WorkerClient,
     name: String,
     run_id: i64,
-    batch: u32,
+    batch: Batch,
     count_ms: u64,
     heartbeats: Heartbeats,
     counter: JobCounter,
@@ -569,6 +611,8 @@ struct Calls {
     last_failure: Option<String>,
     /// Leases that returned no job while other workers finished theirs.
     empty_leases: u64,
+    /// Leases that returned jobs.
+    batches: u64,
 }
 
 impl Calls {
@@ -589,6 +633,7 @@ impl Calls {
             self.last_failure = other.last_failure;
         }
         self.empty_leases += other.empty_leases;
+        self.batches += other.batches;
     }
 }
 
@@ -606,8 +651,14 @@ impl SimulatedWorker {
     async fn work(mut self) -> anyhow::Result<Calls> {
         let mut calls = Calls::default();
         let mut idle_polls = 0u32;
+        // A worker that sizes its batches by rate starts as census-worker
+        // does with one thread: a job.
+        let mut max_jobs = match self.batch {
+            Batch::Fixed(n) => n,
+            Batch::Rate => 1,
+        };
         loop {
-            let (run_id, max_jobs, worker_id) = (self.run_id, self.batch, self.name.clone());
+            let (run_id, worker_id) = (self.run_id, self.name.clone());
             let client = self.client.clone();
             let leased = self
                 .retry
@@ -628,7 +679,15 @@ impl SimulatedWorker {
                 continue;
             }
             idle_polls = 0;
+            calls.batches += 1;
             let ttl = Duration::from_secs(u64::from(leased.lease_ttl_seconds.max(1)));
+            if self.batch == Batch::Rate {
+                // The made-up counting's rate: count_ms a job (none: as fast as it gets).
+                let (jobs, counting) =
+                    (leased.jobs.len(), Duration::from_millis(self.count_ms * leased.jobs.len() as u64));
+                let asked = Duration::from_millis(u64::from(leased.batch_millis));
+                max_jobs = census_worker::batch_for_rate(jobs, counting, 1, ttl, asked);
+            }
             let tokens: Vec<String> = leased.jobs.iter().map(|job| job.token.clone()).collect();
             let lost: Mutex<HashSet<String>> = Mutex::default();
             if self.heartbeats == Heartbeats::EveryBatch {
