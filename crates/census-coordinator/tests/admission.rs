@@ -322,13 +322,14 @@ async fn a_report_is_recorded_though_its_caller_gives_up() {
     inner.create_token("w", Role::Worker, &hash_token(&token)).await.unwrap();
     let config = ClientConfig { url, token: Some(token), ..ClientConfig::default() };
     let mut worker = WorkerServiceClient::new(census_proto::client::connect_lazy(&config).unwrap());
-    let job = worker
+    let mut leased = worker
         .lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 1, run_id: run })
         .await
         .unwrap()
-        .into_inner()
-        .jobs
-        .remove(0);
+        .into_inner();
+    // An idle coordinator asks for the worker's own pace: batches of a second.
+    assert_eq!(leased.batch_millis, 1000);
+    let job = leased.jobs.remove(0);
     let census: Census = job.census.parse().unwrap();
     let result = JobResult {
         job_id: job.job_id,
