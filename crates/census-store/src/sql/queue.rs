@@ -96,9 +96,12 @@ impl QueueStorage for SqlBackend {
     }
 
     async fn lease_jobs(&self, tx: &mut SqlTx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError> {
-        let waiting = match lease.waiting {
-            Waiting::Expired => "j.state = 'leased' AND j.lease_expires_at < $3",
-            Waiting::Pending => "j.state = 'pending'",
+        // Expired leases along their own index, oldest first (migration
+        // jobs_lease_expiry): a run's leased rows may be hundreds of
+        // thousands, its expired ones are few. Pending jobs in id order.
+        let (waiting, order) = match lease.waiting {
+            Waiting::Expired => ("j.state = 'leased' AND j.lease_expires_at < $3", "j.lease_expires_at, j.id"),
+            Waiting::Pending => ("j.state = 'pending'", "j.id"),
         };
         // Literal like the limit: the stage picks the index of staged jobs.
         let stage = lease.stage.map_or(String::new(), |stage| format!("AND j.stage = {stage}"));
@@ -113,7 +116,7 @@ impl QueueStorage for SqlBackend {
                 // generic plan sorts every pending job of the run.
                 "SELECT j.id FROM jobs j
                  WHERE j.run_id = $5 AND {waiting} {stage} AND {}
-                 ORDER BY j.id LIMIT {} {}",
+                 ORDER BY {order} LIMIT {} {}",
                 open_to("$1", lease.max_failures),
                 lease.wanted,
                 self.dialect.skip_locked()
