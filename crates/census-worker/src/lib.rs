@@ -107,7 +107,7 @@ const BATCH_TARGET: Duration = Duration::from_secs(1);
 /// The next batch's size from the last one's measured rate (`jobs` counted
 /// in `elapsed` on `threads` threads): what that rate counts in the time
 /// the coordinator `asked` for (its pace: longer while a large fleet keeps
-/// it busy; zero for [`BATCH_TARGET`]), or in a third of the lease TTL if
+/// it busy; zero for a second), or in a third of the lease TTL if
 /// that is shorter, at least one job a thread (a job of an hour is leased
 /// one at a time) and at most `LARGEST_BATCH` (a job of microseconds).
 /// Fair with any job length: every worker's batch lasts about the same

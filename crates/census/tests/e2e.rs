@@ -158,13 +158,28 @@ fn census_run_interrupted_resumes_and_ends_exact() {
     assert!(printed.contains(N0_PRINTED), "{printed}");
 }
 
+/// A child process killed if the test gives up on it (a failed assertion
+/// unwinds past it): a failed test must not leave a `census run` counting
+/// for the rest of the suite.
+struct KilledIfLeft(Child);
+
+impl Drop for KilledIfLeft {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts `census run` with `args`, waits until the run's own coordinator
 /// reports at least `leased` jobs in hand and `done` jobs done (asked on the
 /// loopback port the run prints), and interrupts it with SIGINT; what it
 /// printed, and its exit status.
 fn interrupt_run(args: &[&str], leased: u64, done: u64) -> (Option<i32>, String) {
     use std::io::BufRead;
-    let mut child = census().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut reaped = KilledIfLeft(census().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let child = &mut reaped.0;
     let stdout = child.stdout.take().unwrap();
     let (lines, seen) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -198,9 +213,9 @@ fn interrupt_run(args: &[&str], leased: u64, done: u64) -> (Option<i32>, String)
         assert!(Instant::now() < deadline, "the run never got to {leased} leased, {done} done: {}", text(&output));
         std::thread::sleep(Duration::from_millis(200));
     }
-    signal(&child, libc::SIGINT);
+    signal(child, libc::SIGINT);
     // Generous: what is checked is that it exits, not how fast.
-    let status = wait_with_timeout(&mut child, Duration::from_secs(120));
+    let status = wait_with_timeout(child, Duration::from_secs(120));
     while let Ok(line) = seen.recv_timeout(Duration::from_secs(5)) {
         printed.push_str(&format!("{line}\n"));
     }
