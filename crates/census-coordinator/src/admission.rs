@@ -59,6 +59,14 @@
 //! heartbeat). A fleet that asks for batches twice as long makes half the
 //! calls for the same jobs, so the pace settles where about half the slots
 //! are busy, and the calls admitted are answered without queueing.
+//!
+//! Unless the fleet is backlogged: when the jobs whose leases are
+//! heartbeated outnumber a quarter of the jobs leased, batches are not
+//! ending within a third of the TTL, so workers wait for the store with
+//! leases in hand, and a longer batch would only hold (and heartbeat, a
+//! row a job) more of them while it waits. The pace is halved instead
+//! (BENCHMARKS.md, "The coordinator's pace": a fleet offering fifty times
+//! what the store completed slowed to a third before this rule).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -172,6 +180,8 @@ const PACE_WINDOW: Duration = Duration::from_secs(2);
 /// The share of the slots the pace aims to keep busy: enough to keep the
 /// store busy, few enough that a call rarely waits for a slot.
 const TARGET_OCCUPANCY: f64 = 0.5;
+/// Jobs heartbeated over jobs leased past which the fleet is backlogged.
+const BACKLOG: f64 = 0.25;
 
 /// The coordinator's admission: the slots, the pace of the hints, the counts.
 pub(crate) struct Admission {
@@ -195,6 +205,10 @@ pub(crate) struct Admission {
     fleet: Mutex<FleetPace>,
     /// The longest batch asked for: a quarter of the lease TTL.
     longest_batch: Duration,
+    /// Jobs leased, and jobs whose leases were heartbeated (a job once a
+    /// heartbeat), for the pace.
+    jobs_leased: AtomicU64,
+    jobs_heartbeated: AtomicU64,
 }
 
 /// The pace asked of the fleet's batches, and the counts at its last change.
@@ -203,6 +217,19 @@ struct FleetPace {
     since: Instant,
     admitted: u64,
     refused: u64,
+    leased: u64,
+    heartbeated: u64,
+}
+
+/// How the slots and the fleet fared over one window of the pace.
+#[derive(Debug, Clone, Copy)]
+struct PaceWindow {
+    /// The share of the time the slots were busy.
+    occupancy: f64,
+    /// Calls were refused.
+    refused: bool,
+    /// The jobs heartbeated outnumbered [`BACKLOG`] of the jobs leased.
+    backlogged: bool,
 }
 
 /// A place in the queue for slots, given up when dropped (admitted, or the
@@ -246,8 +273,17 @@ impl Admission {
             admitted: AtomicU64::new(0),
             refused: [AtomicU64::new(0), AtomicU64::new(0)],
             most_in_flight: AtomicUsize::new(0),
-            fleet: Mutex::new(FleetPace { batch: SHORTEST_BATCH, since: now, admitted: 0, refused: 0 }),
+            fleet: Mutex::new(FleetPace {
+                batch: SHORTEST_BATCH,
+                since: now,
+                admitted: 0,
+                refused: 0,
+                leased: 0,
+                heartbeated: 0,
+            }),
             longest_batch: (lease_ttl / 4).max(SHORTEST_BATCH),
+            jobs_leased: AtomicU64::new(0),
+            jobs_heartbeated: AtomicU64::new(0),
         })
     }
 
@@ -258,17 +294,33 @@ impl Admission {
         self.batch_pace_at(Instant::now())
     }
 
+    /// A lease handed out `jobs` jobs.
+    pub(crate) fn leased(&self, jobs: usize) {
+        self.jobs_leased.fetch_add(jobs as u64, Ordering::Relaxed);
+    }
+
+    /// A heartbeat named `jobs` leases.
+    pub(crate) fn heartbeated(&self, jobs: usize) {
+        self.jobs_heartbeated.fetch_add(jobs as u64, Ordering::Relaxed);
+    }
+
     fn batch_pace_at(&self, now: Instant) -> Duration {
         let slot_seconds = self.pace.lock().expect("never poisoned").slot_seconds;
         let admitted = self.admitted.load(Ordering::Relaxed);
         let refused = self.refused.iter().map(|r| r.load(Ordering::Relaxed)).sum::<u64>();
+        let leased = self.jobs_leased.load(Ordering::Relaxed);
+        let heartbeated = self.jobs_heartbeated.load(Ordering::Relaxed);
         let mut fleet = self.fleet.lock().expect("never poisoned");
         let elapsed = now.saturating_duration_since(fleet.since);
         if elapsed >= PACE_WINDOW {
             let busy = (admitted - fleet.admitted) as f64 * slot_seconds;
-            let occupancy = busy / (self.limits.calls as f64 * elapsed.as_secs_f64());
-            fleet.batch = next_batch(fleet.batch, occupancy, refused > fleet.refused, self.longest_batch);
-            *fleet = FleetPace { batch: fleet.batch, since: now, admitted, refused };
+            let window = PaceWindow {
+                occupancy: busy / (self.limits.calls as f64 * elapsed.as_secs_f64()),
+                refused: refused > fleet.refused,
+                backlogged: (heartbeated - fleet.heartbeated) as f64 > BACKLOG * (leased - fleet.leased) as f64,
+            };
+            let batch = next_batch(fleet.batch, window, self.longest_batch);
+            *fleet = FleetPace { batch, since: now, admitted, refused, leased, heartbeated };
             metrics::gauge!("census_batch_pace_seconds").set(fleet.batch.as_secs_f64());
         }
         fleet.batch
@@ -386,17 +438,18 @@ impl Admission {
     }
 }
 
-/// The pace after `batch` when the slots were busy `occupancy` of the time
-/// (and calls were `refused`, a sign of a full house whatever the mean
-/// says): longer or shorter in proportion to how far that is from
-/// [`TARGET_OCCUPANCY`], at most twice or half at once (the calls of a
-/// fleet follow a new pace only as its batches end), within
-/// [`SHORTEST_BATCH`] and `longest`.
+/// The pace after `batch` and a `window` in which the slots were busy
+/// `occupancy` of the time (and calls were `refused`, a sign of a full
+/// house whatever the mean says): longer or shorter in proportion to how
+/// far that is from [`TARGET_OCCUPANCY`], at most twice or half at once
+/// (the calls of a fleet follow a new pace only as its batches end),
+/// within [`SHORTEST_BATCH`] and `longest`; half as long when the fleet
+/// was `backlogged`, however busy the slots.
 /// A fleet's calls fall as its batches lengthen, so the pace settles where
 /// the slots are about that busy, or at `longest`.
-fn next_batch(batch: Duration, occupancy: f64, refused: bool, longest: Duration) -> Duration {
-    let occupancy = if refused { occupancy.max(1.0) } else { occupancy };
-    let factor = (occupancy / TARGET_OCCUPANCY).clamp(0.5, 2.0);
+fn next_batch(batch: Duration, window: PaceWindow, longest: Duration) -> Duration {
+    let occupancy = if window.refused { window.occupancy.max(1.0) } else { window.occupancy };
+    let factor = if window.backlogged { 0.5 } else { (occupancy / TARGET_OCCUPANCY).clamp(0.5, 2.0) };
     let longest = longest.max(SHORTEST_BATCH);
     batch.mul_f64(factor).clamp(SHORTEST_BATCH, longest)
 }
@@ -609,7 +662,8 @@ mod tests {
     fn the_pace_follows_how_busy_the_slots_were() {
         let longest = Duration::from_secs(60);
         let pace = |batch: u64, occupancy: f64, refused: bool| {
-            next_batch(Duration::from_secs(batch), occupancy, refused, longest).as_secs_f64()
+            let window = PaceWindow { occupancy, refused, backlogged: false };
+            next_batch(Duration::from_secs(batch), window, longest).as_secs_f64()
         };
         assert_eq!(pace(4, 0.5, false), 4.0, "half busy: as it was");
         assert_eq!(pace(4, 0.75, false), 6.0, "longer in proportion");
@@ -619,7 +673,11 @@ mod tests {
         assert_eq!(pace(4, 0.1, true), 8.0, "calls refused: a full house");
         assert_eq!(pace(1, 0.0, false), 1.0, "never under the shortest");
         assert_eq!(pace(50, 1.0, false), 60.0, "never over the longest");
-        assert_eq!(next_batch(Duration::from_secs(1), 9.0, false, Duration::ZERO), SHORTEST_BATCH);
+        let full = PaceWindow { occupancy: 9.0, refused: true, backlogged: false };
+        assert_eq!(next_batch(Duration::from_secs(1), full, Duration::ZERO), SHORTEST_BATCH);
+        // Workers waiting with leases in hand: shorter, however full the house.
+        let backlogged = PaceWindow { backlogged: true, ..full };
+        assert_eq!(next_batch(Duration::from_secs(8), backlogged, longest), Duration::from_secs(4));
     }
 
     /// A fleet of `workers` whose batches last the pace makes two calls a
@@ -634,7 +692,8 @@ mod tests {
             for _ in 0..40 {
                 let calls_per_second = 2.0 * workers / batch.as_secs_f64();
                 let occupancy = calls_per_second * call_seconds / slots;
-                batch = next_batch(batch, occupancy, occupancy > 1.0, longest);
+                batch =
+                    next_batch(batch, PaceWindow { occupancy, refused: occupancy > 1.0, backlogged: false }, longest);
             }
             let occupancy = 2.0 * workers / batch.as_secs_f64() * call_seconds / slots;
             if batch == SHORTEST_BATCH {
@@ -664,6 +723,11 @@ mod tests {
             admission.batch_pace_at(at);
         }
         assert_eq!(admission.counts().batch_pace, TTL / 4);
+        // Jobs leased and most of them heartbeated: a backlog, half as long.
+        admission.leased(100);
+        admission.heartbeated(40);
+        at += PACE_WINDOW;
+        assert_eq!(admission.batch_pace_at(at), TTL / 8);
         // Idle from then on: back to a second.
         for _ in 0..10 {
             at += PACE_WINDOW;

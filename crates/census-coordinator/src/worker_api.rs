@@ -101,6 +101,7 @@ impl WorkerService for Api {
         // waits for other identities, for an operator, or for nobody.
         let idle = leases.is_empty() && !self.0.store.has_work_for(&caller.name, run).await.map_err(status_of)?;
         let jobs = leases.into_iter().map(job_message).collect::<Vec<Job>>();
+        self.0.admission.leased(jobs.len());
         metrics::counter!("census_jobs_leased_total").increment(jobs.len() as u64);
         metrics::histogram!("census_lease_seconds").record(started.elapsed().as_secs_f64());
         Ok(Response::new(LeaseJobsResponse {
@@ -118,6 +119,7 @@ impl WorkerService for Api {
         for token in &request.tokens {
             limits::bounded("a lease token", token, MAX_TOKEN_LEN)?;
         }
+        self.0.admission.heartbeated(request.tokens.len());
         let outcome =
             self.0.store.heartbeat(&caller.name, &request.tokens, self.0.config.lease_ttl).await.map_err(status_of)?;
         Ok(Response::new(HeartbeatResponse { cancel_tokens: outcome.lost }))
