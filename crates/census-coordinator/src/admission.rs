@@ -171,10 +171,9 @@ const LEASE_QUEUE: Duration = Duration::from_secs(2);
 /// How much each call's time in its slot moves the mean (1/64: the last
 /// few hundred calls).
 const MEAN_WEIGHT: f64 = 1.0 / 64.0;
-/// The shortest batch the coordinator asks for: the worker's own choice
-/// (`census-worker`'s `BATCH_TARGET`), long enough that round trips are a
-/// small part of a job's cost.
-pub const SHORTEST_BATCH: Duration = Duration::from_secs(1);
+/// The shortest batch the coordinator asks for: what a worker aims for
+/// unless asked for longer (the protocol's, for both sides).
+const SHORTEST_BATCH: Duration = census_proto::limits::SHORTEST_BATCH_TIME;
 /// How often the pace is set again from the calls admitted since.
 const PACE_WINDOW: Duration = Duration::from_secs(2);
 /// The share of the slots the pace aims to keep busy: enough to keep the

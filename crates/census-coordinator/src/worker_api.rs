@@ -119,9 +119,11 @@ impl WorkerService for Api {
         for token in &request.tokens {
             limits::bounded("a lease token", token, MAX_TOKEN_LEN)?;
         }
-        self.0.admission.heartbeated(request.tokens.len());
         let outcome =
             self.0.store.heartbeat(&caller.name, &request.tokens, self.0.config.lease_ttl).await.map_err(status_of)?;
+        // Only leases the caller still held count for the pace: made-up
+        // tokens must not make the fleet look backlogged.
+        self.0.admission.heartbeated(outcome.extended.len());
         Ok(Response::new(HeartbeatResponse { cancel_tokens: outcome.lost }))
     }
 

@@ -17,3 +17,7 @@ pub const MAX_COUNT_DIGITS: usize = 39;
 pub const MAX_ELAPSED_SECONDS: f64 = 30.0 * 86_400.0;
 /// The longest a progress stream waits between messages.
 pub const MAX_WATCH_INTERVAL_MS: u32 = 60_000;
+/// How long a worker's batch takes to count unless the coordinator asks for
+/// longer (`LeaseJobsResponse.batch_millis`), and the least it ever asks:
+/// long enough that round trips are a small part of a job's cost.
+pub const SHORTEST_BATCH_TIME: std::time::Duration = std::time::Duration::from_secs(1);

@@ -101,8 +101,8 @@ const _: () = assert!(LARGEST_BATCH <= census_proto::limits::MAX_BATCH);
 /// longer: long enough that round trips are a small part of a job's cost,
 /// short enough that a worker never holds a backlog while another is idle
 /// (the run's last batches end together) and that a batch ends well within
-/// its lease.
-const BATCH_TARGET: Duration = Duration::from_secs(1);
+/// its lease. The protocol's, so that the coordinator's pace starts there.
+const BATCH_TARGET: Duration = census_proto::limits::SHORTEST_BATCH_TIME;
 
 /// The next batch's size from the last one's measured rate (`jobs` counted
 /// in `elapsed` on `threads` threads): what that rate counts in the time
@@ -352,13 +352,12 @@ impl Worker {
             idle_polls = 0;
             self.leased += response.jobs.len() as u64;
             let ttl = Duration::from_secs(u64::from(response.lease_ttl_seconds.max(1)));
-            let response_pace = response.batch_millis;
+            let asked = Duration::from_millis(u64::from(response.batch_millis));
             let started = Instant::now();
             let jobs = response.jobs.len();
             let counted = self.count_batch(response.jobs, ttl).await?;
             let Some((results, tokens)) = counted else { break };
             if self.config.batch.is_none() {
-                let asked = Duration::from_millis(u64::from(response_pace));
                 batch = batch_for_rate(jobs, started.elapsed(), self.config.threads, ttl, asked)
                     .max(batch_counted_together(self.together, self.config.threads));
             }
