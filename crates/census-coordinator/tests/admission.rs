@@ -254,7 +254,17 @@ async fn a_saturated_coordinator_refuses_with_a_hint_and_completes_what_it_admit
     store.wait_for_entered(CALLS).await;
     // Sixteen calls may wait for a slot (the store stuck, the calls' past
     // times say nothing: the bound is the count); then calls are refused at once.
+    // The lease first, and only then the heartbeats: a new lease may wait
+    // only while fewer than half the queue wait, so a lease that reached
+    // the coordinator after the fifteen heartbeats would be refused.
     leasing.push(tokio::spawn(lease(worker.clone())));
+    tokio::time::timeout(HANG, async {
+        while coordinator.admission().waiting < 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the lease waits for a slot");
     beating.extend((1..QUEUE).map(|_| tokio::spawn(heartbeat(worker.clone()))));
     tokio::time::timeout(HANG, async {
         while coordinator.admission().waiting < QUEUE {
