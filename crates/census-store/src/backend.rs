@@ -290,6 +290,9 @@ pub struct LeaseJobs<'a> {
     /// Only jobs of this stage (in a run of stages, the stage open now);
     /// `None`: any job of a run of one stage.
     pub stage: Option<u32>,
+    /// Pending jobs: only those with this id or a higher one (where the
+    /// fresh ones begin: a hint, `store/fronts.rs`); 0 for all.
+    pub from: JobId,
 }
 
 /// Whether a job is open to an identity: the identity has not voted on it
@@ -763,8 +766,9 @@ pub trait ResultStorage: Transactions {
         now: i64,
     ) -> Result<(), StoreError>;
     /// Adds to the run's counters: done jobs (taken from those
-    /// remaining), conflicts, failed jobs and the counted sum.
-    async fn add_to_run(&self, tx: &mut Self::Tx, run: RunId, change: &RunChange) -> Result<(), StoreError>;
+    /// remaining), conflicts, failed jobs and the counted sum; returns the
+    /// run's state after it.
+    async fn add_to_run(&self, tx: &mut Self::Tx, run: RunId, change: &RunChange) -> Result<RunState, StoreError>;
     async fn insert_rejections(&self, tx: &mut Self::Tx, rejections: &[Rejection], now: i64) -> Result<(), StoreError>;
     /// How many results of the identity were rejected, in every run.
     async fn rejections_of(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;

@@ -99,9 +99,11 @@ impl QueueStorage for SqlBackend {
         // Expired leases along their own index, oldest first (migration
         // jobs_lease_expiry): a run's leased rows may be hundreds of
         // thousands, its expired ones are few. Pending jobs in id order.
+        // Pending jobs from the run's front (`store/fronts.rs`), past the
+        // entries earlier leases left in the index.
         let (waiting, order) = match lease.waiting {
             Waiting::Expired => ("j.state = 'leased' AND j.lease_expires_at < $3", "j.lease_expires_at, j.id"),
-            Waiting::Pending => ("j.state = 'pending'", "j.id"),
+            Waiting::Pending => ("j.state = 'pending' AND j.id >= $6", "j.id"),
         };
         // Literal like the limit: the stage picks the index of staged jobs.
         let stage = lease.stage.map_or(String::new(), |stage| format!("AND j.stage = {stage}"));
@@ -122,14 +124,16 @@ impl QueueStorage for SqlBackend {
                 self.dialect.skip_locked()
             ))
         );
-        let rows: Vec<LeasedRow> = sqlx::query_as(&sql)
+        let mut query = sqlx::query_as::<_, LeasedRow>(&sql)
             .bind(lease.worker)
             .bind(lease.expires_at)
             .bind(lease.now)
             .bind(lease.token_salt)
-            .bind(lease.run)
-            .fetch_all(&mut **tx)
-            .await?;
+            .bind(lease.run);
+        if lease.waiting == Waiting::Pending {
+            query = query.bind(lease.from);
+        }
+        let rows = query.fetch_all(&mut **tx).await?;
         Ok(rows
             .into_iter()
             .map(|row| LeasedJob {

@@ -9,10 +9,11 @@ use sqlx::FromRow;
 
 use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
+use super::runs::{RUN_STATE_COLUMNS, RunStateRow};
 use super::{LeaseColumns, SqlBackend, SqlTx, bigint, change_classes_sql, text, values_rows};
 use crate::backend::{
-    ClassChanges, JobChange, JobRecord, NewResult, Rejection, ResultStorage, RunChange, VoteRecord, WorkerTally,
-    parse_count,
+    ClassChanges, JobChange, JobRecord, NewResult, Rejection, ResultStorage, RunChange, RunState, VoteRecord,
+    WorkerTally, parse_count,
 };
 use crate::{JobId, RunId, StoreError};
 
@@ -176,28 +177,15 @@ impl ResultStorage for SqlBackend {
 
     /// Postgres adds in NUMERIC, one statement per chunk of classes, not
     /// one a class (a batch of the 9x9 catalogue touches about a hundred),
-    /// after locking the chunk's rows in (run, class) order, and adds the
+    /// which locks the chunk's rows in (run, class) order and adds the
     /// change of their contributions to their runs' weighted sums so far
-    /// in the same statement (`change_classes_sql`); SQLite adds in Rust
-    /// (`exact.rs`).
+    /// (`change_classes_sql`); SQLite adds in Rust (`exact.rs`).
     async fn add_to_classes(&self, tx: &mut SqlTx, changes: &ClassChanges) -> Result<(), StoreError> {
         if !self.dialect.sums_in_sql() {
             return self.change_classes_exactly(tx, changes, Direction::Add).await;
         }
         let classes: Vec<_> = changes.iter().collect();
         for chunk in classes.chunks(self.dialect.rows_per_statement(500, 4)) {
-            // A join with VALUES is an index probe a row; a row-value
-            // IN list of a hundred pairs was planned as a scan (36 ms).
-            let pairs = values_rows(chunk.len(), 1, &[&bigint, &bigint]);
-            let sql = format!(
-                "SELECT 1 FROM classes c JOIN (VALUES {pairs}) AS v ON c.run_id = v.column1 AND c.class_id = v.column2
-                 ORDER BY c.run_id, c.class_id FOR UPDATE OF c"
-            );
-            let mut lock = sqlx::query(&sql);
-            for &(&(run, class), _) in chunk {
-                lock = lock.bind(run).bind(class);
-            }
-            lock.fetch_all(&mut **tx).await?;
             let sql = change_classes_sql(chunk.len(), Direction::Add);
             let mut update = sqlx::query(&sql);
             for &(&(run, class), (count, jobs_done)) in chunk {
@@ -238,11 +226,16 @@ impl ResultStorage for SqlBackend {
         Ok(())
     }
 
-    async fn add_to_run(&self, tx: &mut SqlTx, run: RunId, change: &RunChange) -> Result<(), StoreError> {
+    async fn add_to_run(&self, tx: &mut SqlTx, run: RunId, change: &RunChange) -> Result<RunState, StoreError> {
         let (counted, new_counted) = self.new_counted(tx, run, &change.counted, Direction::Add, "$5").await?;
-        sqlx::query(&format!(
+        // The run's state after the change, in the same statement: the
+        // run's row is the one every report of the run updates, so it is
+        // locked from here to the commit, and one round trip less here is
+        // one less for every other report waiting for it.
+        let row: RunStateRow = sqlx::query_as(&format!(
             "UPDATE runs SET jobs_remaining = jobs_remaining - $2, open_conflicts = open_conflicts + $3,
-                    failed_jobs = failed_jobs + $4, counted = {new_counted}, cost_done = cost_done + $6 WHERE id = $1"
+                    failed_jobs = failed_jobs + $4, counted = {new_counted}, cost_done = cost_done + $6 WHERE id = $1
+             RETURNING {RUN_STATE_COLUMNS}"
         ))
         .bind(run)
         .bind(change.done)
@@ -250,9 +243,10 @@ impl ResultStorage for SqlBackend {
         .bind(change.failed_added)
         .bind(counted)
         .bind(change.cost_done)
-        .execute(&mut **tx)
-        .await?;
-        Ok(())
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(StoreError::UnknownRun(run))?;
+        Ok(row.into_state())
     }
 
     async fn insert_rejections(&self, tx: &mut SqlTx, rejections: &[Rejection], now: i64) -> Result<(), StoreError> {

@@ -8,15 +8,14 @@ use super::{SqlBackend, SqlTx};
 use crate::backend::{Inserted, JobCensus, NewClass, NewJob, NewRun, RunOutline, RunRecord, RunState, RunStorage};
 use crate::{JobId, RunId, RunSpec, StoreError};
 
-/// The statement that reads a [`RunStateRow`] (binds the run as $1).
-const RUN_STATE: &str = "SELECT finished_at, open_conflicts, CAST(weighted_sum AS TEXT) AS weighted_sum,
+/// The columns of a [`RunStateRow`], for a SELECT or an UPDATE's RETURNING.
+pub(super) const RUN_STATE_COLUMNS: &str = "finished_at, open_conflicts, CAST(weighted_sum AS TEXT) AS weighted_sum,
         CAST(answer AS TEXT) AS answer, jobs_total, jobs_remaining, failed_jobs, cost_total, cost_done,
-        CAST(counted AS TEXT) AS counted, census
-     FROM runs WHERE id = $1";
+        CAST(counted AS TEXT) AS counted, census";
 
 /// A run's counters and stored answer.
 #[derive(FromRow)]
-struct RunStateRow {
+pub(super) struct RunStateRow {
     finished_at: Option<i64>,
     open_conflicts: i64,
     weighted_sum: Option<String>,
@@ -28,6 +27,24 @@ struct RunStateRow {
     cost_done: i64,
     counted: String,
     census: String,
+}
+
+impl RunStateRow {
+    pub(super) fn into_state(self) -> RunState {
+        RunState {
+            finished_at: self.finished_at,
+            open_conflicts: self.open_conflicts,
+            weighted_sum: self.weighted_sum,
+            answer: self.answer,
+            jobs_total: self.jobs_total,
+            jobs_remaining: self.jobs_remaining,
+            failed_jobs: self.failed_jobs,
+            cost_total: self.cost_total,
+            cost_done: self.cost_done,
+            counted: self.counted,
+            census: self.census,
+        }
+    }
 }
 
 /// A run as listed.
@@ -286,24 +303,13 @@ impl RunStorage for SqlBackend {
     }
 
     async fn run_state(&self, tx: Option<&mut SqlTx>, run: RunId) -> Result<Option<RunState>, StoreError> {
-        let query = sqlx::query_as::<_, RunStateRow>(RUN_STATE).bind(run);
+        let sql = format!("SELECT {RUN_STATE_COLUMNS} FROM runs WHERE id = $1");
+        let query = sqlx::query_as::<_, RunStateRow>(&sql).bind(run);
         let row = match tx {
             Some(tx) => query.fetch_optional(&mut **tx).await?,
             None => query.fetch_optional(&self.pool).await?,
         };
-        Ok(row.map(|row| RunState {
-            finished_at: row.finished_at,
-            open_conflicts: row.open_conflicts,
-            weighted_sum: row.weighted_sum,
-            answer: row.answer,
-            jobs_total: row.jobs_total,
-            jobs_remaining: row.jobs_remaining,
-            failed_jobs: row.failed_jobs,
-            cost_total: row.cost_total,
-            cost_done: row.cost_done,
-            counted: row.counted,
-            census: row.census,
-        }))
+        Ok(row.map(RunStateRow::into_state))
     }
 
     async fn job_censuses(&self, jobs: &[JobId]) -> Result<Vec<JobCensus>, StoreError> {

@@ -27,9 +27,19 @@ impl<B: StorageBackend> Store<B> {
         ids.sort_unstable();
         ids.dedup();
         let jobs = self.load_jobs(&mut tx, &ids).await?;
+        let runs: HashMap<JobId, RunId> = jobs.iter().map(|(&id, job)| (id, job.run)).collect();
         let plan = plan_batch(jobs, completions, now);
         let finished = self.apply_plan(&mut tx, &plan, now).await?;
         self.backend.commit(tx).await?;
+        // Jobs back in the queue (a vote that needs another identity, a
+        // report rejected): the next lease's scan starts no later than them.
+        for (job, change) in &plan.jobs {
+            if change.state == JobState::Pending
+                && let Some(&run) = runs.get(job)
+            {
+                self.fronts.put_back(run, *job);
+            }
+        }
         self.finished.lock().expect("never poisoned").extend(finished.iter().map(|(run, _)| *run));
         // The answers just folded and written serve the first reads, which
         // would otherwise fold every result of the run again.
@@ -108,15 +118,20 @@ impl<B: StorageBackend> Store<B> {
         self.backend.mark_decided(tx, &plan.jobs, now).await?;
         let conflicts: Vec<JobId> = plan.conflicts.keys().copied().collect();
         self.backend.flag_conflicts(tx, &conflicts).await?;
-        self.backend.add_to_classes(tx, &plan.classes).await?;
         self.backend.add_to_worker_stats(tx, &plan.workers, now).await?;
+        // The rows other reports wait for come last: a run's classes and
+        // its row are shared by every report of the run and stay locked to
+        // the commit, so the fewer round trips between their locks and the
+        // commit, the more reports a second the run takes (BENCHMARKS.md,
+        // "Shorter holds of the run's row").
+        self.backend.add_to_classes(tx, &plan.classes).await?;
         self.record_rejections(tx, &plan.rejections, now).await?;
         // Each run's counters, then its finish if this was its last job.
         let mut finished = Vec::new();
         for (&run, change) in &plan.runs {
-            self.backend.add_to_run(tx, run, change).await?;
+            let state = self.backend.add_to_run(tx, run, change).await?;
             if change.done > 0
-                && let Some(answer) = self.finish_if_complete(tx, run).await?
+                && let Some(answer) = self.finish_if_complete(tx, run, state).await?
             {
                 finished.push((run, answer));
             }

@@ -14,6 +14,7 @@
 mod completion;
 mod decision;
 mod fencing;
+mod fronts;
 mod queue;
 mod remedies;
 mod runs;
@@ -57,6 +58,8 @@ pub struct Store<B> {
     /// found equal to the stored answer and sum (which key them): a status
     /// poll of a finished run reads its row, not its every result.
     verified_finals: Mutex<HashMap<RunId, totals::VerifiedFinal>>,
+    /// Where each run's fresh pending jobs begin, for the lease scan.
+    fronts: fronts::QueueFronts,
 }
 
 fn now_ms() -> i64 {
@@ -82,6 +85,7 @@ impl<B: StorageBackend> Store<B> {
             expected: Mutex::new(HashMap::new()),
             finished: Mutex::new(Vec::new()),
             verified_finals: Mutex::new(HashMap::new()),
+            fronts: fronts::QueueFronts::default(),
         };
         store.reopen_quarantined_results().await?;
         Ok(store)
@@ -141,15 +145,21 @@ impl<B: StorageBackend> JobStore for Store<B> {
     async fn recount(&self, job: JobId) -> Result<(), StoreError> {
         let mut tx = self.backend.begin().await?;
         self.recount_in(&mut tx, job).await?;
-        self.backend.commit(tx).await
+        self.backend.commit(tx).await?;
+        self.fronts.forget_all();
+        Ok(())
     }
 
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
-        self.fail_job(job, token, worker, reason).await
+        let failed = self.fail_job(job, token, worker, reason).await;
+        self.fronts.forget_all();
+        failed
     }
 
     async fn requeue(&self, run: RunId, job: Option<JobId>) -> Result<u64, StoreError> {
-        self.requeue_jobs(run, job).await
+        let requeued = self.requeue_jobs(run, job).await;
+        self.fronts.forget_all();
+        requeued
     }
 
     async fn cancel_run(&self, run: RunId) -> Result<(), StoreError> {

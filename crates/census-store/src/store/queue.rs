@@ -1,10 +1,11 @@
 //! The queue's rules: who may lease (not a quarantined identity, not past
 //! its lease cap), how long a lease lives (the run's own lifetime or the
 //! coordinator's, whichever is longer), which runs go first, which jobs of
-//! a run of stages may be leased (its open stage: `stages.rs`), and
-//! whether anything is left for an identity.
+//! a run of stages may be leased (its open stage: `stages.rs`), where the
+//! scan of a run's pending jobs starts (`fronts.rs`), and whether anything
+//! is left for an identity.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::stages::Leasable;
 use super::{Store, now_ms};
@@ -76,7 +77,14 @@ impl<B: StorageBackend> Store<B> {
                 Leasable::Nothing => continue,
             };
             let ttl = ttl.min(self.run_lease_lifetime(open.max_lease_ms));
-            for waiting in [Waiting::Expired, Waiting::Pending] {
+            // Expired leases; pending jobs from the run's front; and, if
+            // that left some wanted, pending jobs from the first.
+            let front = self.fronts.start(open.id, stage, Instant::now());
+            let mut scans = vec![(Waiting::Expired, None), (Waiting::Pending, front)];
+            if front.is_some() {
+                scans.push((Waiting::Pending, None));
+            }
+            for (waiting, from) in scans {
                 let wanted = max - leased.len() as i64;
                 if wanted <= 0 {
                     break 'runs;
@@ -91,8 +99,13 @@ impl<B: StorageBackend> Store<B> {
                     token_salt: &salt,
                     max_failures: self.max_failures(),
                     stage,
+                    from: from.unwrap_or(0),
                 };
-                leased.extend(self.backend.lease_jobs(&mut tx, &lease).await?);
+                let jobs = self.backend.lease_jobs(&mut tx, &lease).await?;
+                if waiting == Waiting::Pending {
+                    self.fronts.scanned(open.id, stage, from, jobs.iter().map(|job| job.id), Instant::now());
+                }
+                leased.extend(jobs);
             }
         }
         self.backend.commit(tx).await?;

@@ -96,6 +96,8 @@ impl<B: StorageBackend> Store<B> {
         reason: &str,
         now: i64,
     ) -> Result<(), StoreError> {
+        // Its leases released and its results reopened: jobs all over the queue.
+        self.fronts.forget_all();
         self.lock_identities(tx, [worker]).await?;
         if self.backend.insert_quarantine(tx, &NewQuarantine { worker, reason, since: now }).await? {
             tracing::error!(worker, %reason, "identity quarantined: its calls are refused until an operator releases it");

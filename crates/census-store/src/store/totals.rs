@@ -217,8 +217,9 @@ impl<B: StorageBackend> Store<B> {
         Ok(folded)
     }
 
-    /// Writes the answer if every job of the run is done and no conflict is
-    /// open, inside the caller's transaction; the answer when it did (to be
+    /// Writes the answer if the run's state `row` (read under the run's
+    /// lock, in the caller's transaction) says every job of the run is done
+    /// and no conflict is open; the answer when it did (to be
     /// kept once the transaction commits). The census
     /// folds the jobs' counts; the backend's class sums and contributions
     /// and its weighted sum so far must agree with the same counts, or the
@@ -227,8 +228,8 @@ impl<B: StorageBackend> Store<B> {
         &self,
         tx: &mut B::Tx,
         run: RunId,
+        row: RunState,
     ) -> Result<Option<VerifiedFinal>, StoreError> {
-        let row = self.backend.run_state(Some(tx), run).await?.ok_or(StoreError::UnknownRun(run))?;
         if row.jobs_remaining > 0 || row.open_conflicts > 0 || row.finished_at.is_some() {
             return Ok(None);
         }
