@@ -31,6 +31,7 @@
 
 mod costs;
 pub mod fixtures;
+mod queue;
 mod staged;
 mod store;
 mod streamed;
@@ -115,6 +116,7 @@ properties!(
     staged::a_stage_is_leased_once_every_job_below_it_is_done,
     staged::a_failed_job_holds_the_stages_after_it_until_a_requeue with one_failure,
     costs::progress_weighs_jobs_by_their_cost with one_failure,
+    queue::jobs_put_back_are_leased_before_the_fresh_jobs_behind_them,
 );
 
 /// Checks every property of the suite, each on a new empty store that

@@ -33,11 +33,12 @@ impl<B: StorageBackend> Store<B> {
         self.backend.commit(tx).await?;
         // Jobs back in the queue (a vote that needs another identity, a
         // report rejected): the next lease's scan starts no later than them.
+        let put_back_at = std::time::Instant::now();
         for (job, change) in &plan.jobs {
             if change.state == JobState::Pending
                 && let Some(&run) = runs.get(job)
             {
-                self.fronts.put_back(run, *job);
+                self.fronts.put_back(run, *job, put_back_at);
             }
         }
         self.finished.lock().expect("never poisoned").extend(finished.iter().map(|(run, _)| *run));

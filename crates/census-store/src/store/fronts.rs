@@ -22,10 +22,13 @@
 //!   coordinator, by a transaction that rolled back, or skipped by one
 //!   identity because it already voted on them;
 //! - a job this store puts back (a vote that needs another identity, a
-//!   report rejected) moves the front back to it, and a rarer reopening (a
-//!   failure, a recount, a requeue, a quarantine) forgets every front.
+//!   report rejected) is kept in view: scans start no later than it until
+//!   this store leases it again (an identity that voted on it skips it, so
+//!   the front may pass it) or [`PUT_BACK_KEPT`] has passed (another
+//!   coordinator leased it, perhaps), and a rarer reopening (a failure, a
+//!   recount, a requeue, a quarantine) forgets every front.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -33,11 +36,22 @@ use crate::{JobId, RunId};
 
 /// How often a lease scans a run's pending jobs from the first anyway.
 pub(super) const FULL_SCAN_EVERY: Duration = Duration::from_secs(2);
+/// How long a job put back keeps the scans of its run from passing it.
+pub(super) const PUT_BACK_KEPT: Duration = Duration::from_secs(30);
 
-/// The fronts of the runs' queues (of each stage, in a run of stages).
+/// The fronts of the runs' queues (of each stage, in a run of stages), and
+/// the jobs put back behind them.
 #[derive(Default)]
 pub(super) struct QueueFronts {
-    fronts: Mutex<HashMap<(RunId, Option<u32>), Front>>,
+    fronts: Mutex<Fronts>,
+}
+
+#[derive(Default)]
+struct Fronts {
+    fronts: HashMap<(RunId, Option<u32>), Front>,
+    /// Each run's jobs put back by this store, not leased again since, and
+    /// when they were put back.
+    put_back: HashMap<RunId, BTreeMap<JobId, Instant>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -52,9 +66,14 @@ impl QueueFronts {
     /// Where a lease of `run`'s `stage` at `now` starts its scan: `None`
     /// for the first pending job (no front known, or a full scan is due).
     pub(super) fn start(&self, run: RunId, stage: Option<u32>, now: Instant) -> Option<JobId> {
-        let fronts = self.fronts.lock().expect("never poisoned");
-        let front = fronts.get(&(run, stage))?;
-        (now.saturating_duration_since(front.full_scan_at) < FULL_SCAN_EVERY).then_some(front.from)
+        let mut fronts = self.fronts.lock().expect("never poisoned");
+        let oldest_put_back = fronts.put_back.get_mut(&run).and_then(|jobs| {
+            jobs.retain(|_, at| now.saturating_duration_since(*at) < PUT_BACK_KEPT);
+            jobs.keys().next().copied()
+        });
+        let front = fronts.fronts.get(&(run, stage))?;
+        let from = oldest_put_back.map_or(front.from, |job| job.min(front.from));
+        (now.saturating_duration_since(front.full_scan_at) < FULL_SCAN_EVERY).then_some(from)
     }
 
     /// A lease scanned from `from` (`None`: from the first pending job) at
@@ -68,30 +87,33 @@ impl QueueFronts {
         now: Instant,
     ) {
         let mut fronts = self.fronts.lock().expect("never poisoned");
-        let past = leased.into_iter().max().map_or(0, |last| last + 1);
-        match (fronts.get_mut(&(run, stage)), from) {
+        let leased: Vec<JobId> = leased.into_iter().collect();
+        if let Some(put_back) = fronts.put_back.get_mut(&run) {
+            leased.iter().for_each(|job| drop(put_back.remove(job)));
+        }
+        let past = leased.iter().max().map_or(0, |last| last + 1);
+        match (fronts.fronts.get_mut(&(run, stage)), from) {
             (Some(front), Some(_)) => front.from = front.from.max(past),
             (Some(front), None) => *front = Front { from: front.from.max(past), full_scan_at: now },
             (None, _) => {
-                fronts.insert((run, stage), Front { from: past, full_scan_at: now });
+                fronts.fronts.insert((run, stage), Front { from: past, full_scan_at: now });
             }
         }
     }
 
-    /// `job` of `run` is pending again: scans start no later than it.
-    pub(super) fn put_back(&self, run: RunId, job: JobId) {
+    /// `job` of `run` was put back in the queue at `now`: scans start no
+    /// later than it until it is leased again.
+    pub(super) fn put_back(&self, run: RunId, job: JobId, now: Instant) {
         let mut fronts = self.fronts.lock().expect("never poisoned");
-        for ((of, _), front) in fronts.iter_mut() {
-            if *of == run {
-                front.from = front.from.min(job);
-            }
-        }
+        fronts.put_back.entry(run).or_default().insert(job, now);
     }
 
     /// Jobs were reopened in ways not followed one by one: every lease
     /// scans from the first pending job until the fronts are found again.
     pub(super) fn forget_all(&self) {
-        self.fronts.lock().expect("never poisoned").clear();
+        let mut fronts = self.fronts.lock().expect("never poisoned");
+        fronts.fronts.clear();
+        fronts.put_back.clear();
     }
 }
 
@@ -126,17 +148,36 @@ mod tests {
     }
 
     #[test]
-    fn a_job_put_back_moves_every_front_of_its_run_and_forgetting_clears_all() {
+    fn scans_start_at_a_job_put_back_until_it_is_leased_again() {
         let fronts = QueueFronts::default();
         let t0 = Instant::now();
         fronts.scanned(1, Some(0), None, [10], t0);
         fronts.scanned(1, Some(1), None, [20], t0);
         fronts.scanned(2, None, None, [30], t0);
-        fronts.put_back(1, 5);
-        assert_eq!(fronts.start(1, Some(0), t0), Some(5));
+        fronts.put_back(1, 5, t0);
+        fronts.put_back(1, 7, t0);
+        assert_eq!(fronts.start(1, Some(0), t0), Some(5), "every stage of the run");
         assert_eq!(fronts.start(1, Some(1), t0), Some(5));
-        assert_eq!(fronts.start(2, None, t0), Some(31));
+        assert_eq!(fronts.start(2, None, t0), Some(31), "not other runs");
+        // An identity that voted on 5 and 7 skips them: the front passes
+        // them, the scans still start at 5.
+        fronts.scanned(1, Some(0), Some(5), [11, 12], t0);
+        assert_eq!(fronts.start(1, Some(0), t0), Some(5));
+        fronts.scanned(1, Some(0), Some(5), [5], t0);
+        assert_eq!(fronts.start(1, Some(0), t0), Some(7), "5 leased again");
+        assert_eq!(fronts.start(1, Some(0), t0 + PUT_BACK_KEPT.min(FULL_SCAN_EVERY) / 2), Some(7));
+        fronts.scanned(1, Some(0), Some(7), [7], t0);
+        assert_eq!(fronts.start(1, Some(0), t0), Some(13), "back to the front");
         fronts.forget_all();
         assert_eq!(fronts.start(2, None, t0), None);
+    }
+
+    #[test]
+    fn a_job_put_back_is_out_of_view_after_a_while() {
+        let fronts = QueueFronts::default();
+        let t0 = Instant::now();
+        fronts.put_back(1, 3, t0);
+        fronts.scanned(1, None, None, [40], t0 + PUT_BACK_KEPT);
+        assert_eq!(fronts.start(1, None, t0 + PUT_BACK_KEPT), Some(41), "a full scan since would have found it");
     }
 }
