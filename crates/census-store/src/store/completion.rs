@@ -124,7 +124,7 @@ impl<B: StorageBackend> Store<B> {
         // its row are shared by every report of the run and stay locked to
         // the commit, so the fewer round trips between their locks and the
         // commit, the more reports a second the run takes (BENCHMARKS.md,
-        // "Shorter holds of the run's row").
+        // "Dead entries in front of the queue, and the run's row locked last").
         self.backend.add_to_classes(tx, &plan.classes).await?;
         self.record_rejections(tx, &plan.rejections, now).await?;
         // Each run's counters, then its finish if this was its last job.
