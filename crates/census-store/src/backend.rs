@@ -413,6 +413,9 @@ pub struct NewResult {
     pub elapsed_ms: f64,
     pub counter_version: String,
     pub outcome: ResultOutcome,
+    /// The job's expected cost (`Census::job_cost`), kept with the result
+    /// so that progress reads it without a lookup of the job.
+    pub cost: i64,
 }
 
 /// One row for the append-only rejections table.

@@ -6,7 +6,7 @@
 //! INTEGER counts, whose sums had overflowed to REAL): migration 0006 keeps
 //! every count, and the store rebuilds every sum exactly.
 
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use census_math::total::PUBLISHED_S;
 use census_math::{ClassTable, CounterKind, SEEDS, Stage};
@@ -31,8 +31,8 @@ async fn earlier_migrations(backend: &str, files: &[&str]) -> sqlx::migrate::Mig
 
 /// Run 1: the Russell stage, finished, with S and N0 stored as the previous
 /// version stored them. Run 2: the same stage with the banded counter, half
-/// counted.
-fn previous_rows() -> Vec<String> {
+/// counted, its results recorded at `recent` (ms).
+fn previous_rows(recent: i64) -> Vec<String> {
     let table = ClassTable::build(Stage::Russell);
     let counter = CounterKind::ColumnSets.build();
     let mut sql = vec![
@@ -65,7 +65,8 @@ fn previous_rows() -> Vec<String> {
                     ));
                     sql.push(format!(
                         "INSERT INTO results (job_id, run_id, attempt, worker, count, elapsed_ms, counter_version, outcome, finished_at)
-                         VALUES ({job}, {run}, 1, 'old-worker', {count}, 0.5, 'column-sets/1', 'accepted', 2)"
+                         VALUES ({job}, {run}, 1, 'old-worker', {count}, 0.5, 'column-sets/1', 'accepted', {})",
+                        if run == 1 { 2 } else { recent }
                     ));
                 } else {
                     sql.push(format!(
@@ -82,10 +83,13 @@ fn previous_rows() -> Vec<String> {
 /// `url` as the store takes it; `direct` as sqlx connects to it.
 async fn a_previous_database_migrates_and_resumes(url: &str, direct: &str, backend: &str) {
     sqlx::any::install_default_drivers();
+    let recorded;
     {
         let mut connection = sqlx::AnyConnection::connect(direct).await.unwrap();
         earlier_migrations(backend, &["0001_census.sql", "0002_trust.sql"]).await.run(&mut connection).await.unwrap();
-        for statement in previous_rows() {
+        let second_ago = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64 - 1000;
+        recorded = Instant::now();
+        for statement in previous_rows(second_ago) {
             sqlx::query(&statement).execute(&mut connection).await.unwrap();
         }
         // Postgres's sequences follow explicit ids only when told.
@@ -112,6 +116,16 @@ async fn a_previous_database_migrates_and_resumes(url: &str, direct: &str, backe
     for (run, done) in [(1, 440), (2, 220)] {
         let progress = store.progress(run).await.unwrap();
         assert_eq!((progress.cost_total, progress.cost_done), (440, done), "run {run}");
+    }
+    // Run 2's results were recorded a second before the migration, without
+    // their jobs' costs: the speed by cost looks up each one's job (cost 1
+    // here), so it is the speed by jobs.
+    let progress = store.progress(2).await.unwrap();
+    assert_eq!(progress.cost_per_second, progress.jobs_per_second, "{progress:?}");
+    // The speed is over the last minute's results: unless this machine took
+    // most of a minute to get here, they are all in it.
+    if recorded.elapsed() < Duration::from_secs(50) {
+        assert!(progress.jobs_per_second > 0.0, "{progress:?}");
     }
 
     // The finished run's answer folds again from its migrated results.

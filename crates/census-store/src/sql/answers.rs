@@ -198,17 +198,17 @@ impl AnswerStorage for SqlBackend {
     }
 
     /// A walk back along the (run_id, finished_at) index of at most
-    /// `limit` entries, and each entry's job found by its id, a row at a
-    /// time (`join_each`): never a read of the run's jobs.
+    /// `limit` entries, with the cost each result carries (migration
+    /// `result_costs`); only a result recorded before has its job looked up,
+    /// by its id. Never a read of the run's jobs.
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError> {
         let row: RecentRow = sqlx::query_as(&format!(
-            "SELECT COUNT(*) AS results, COALESCE(CAST(SUM(j.cost) AS BIGINT), 0) AS cost,
+            "SELECT COUNT(*) AS results,
+                    COALESCE(CAST(SUM(COALESCE(newest.cost, (SELECT j.cost FROM jobs j WHERE j.id = newest.job_id))) AS BIGINT), 0) AS cost,
                     MIN(newest.finished_at) AS oldest FROM
-               (SELECT job_id, finished_at FROM results WHERE run_id = $1 AND finished_at >= $2
-                ORDER BY finished_at DESC LIMIT {}) AS newest
-               {}",
+               (SELECT job_id, finished_at, cost FROM results WHERE run_id = $1 AND finished_at >= $2
+                ORDER BY finished_at DESC LIMIT {}) AS newest",
             recent.limit,
-            self.dialect.join_each("jobs", "j", "j.id = newest.job_id")
         ))
         .bind(recent.run)
         .bind(recent.since)

@@ -104,7 +104,7 @@ impl ResultStorage for SqlBackend {
     }
 
     async fn insert_results(&self, tx: &mut SqlTx, results: &[NewResult], now: i64) -> Result<(), StoreError> {
-        const COLUMNS: usize = 9;
+        const COLUMNS: usize = 10;
         for chunk in results.chunks(self.dialect.rows_per_statement(300, COLUMNS)) {
             let rows: Vec<String> = (0..chunk.len())
                 .map(|i| {
@@ -116,7 +116,7 @@ impl ResultStorage for SqlBackend {
                 })
                 .collect();
             let sql = format!(
-                "INSERT INTO results (job_id, run_id, attempt, round, worker, count, elapsed_ms, counter_version, outcome, finished_at)
+                "INSERT INTO results (job_id, run_id, attempt, round, worker, count, elapsed_ms, counter_version, outcome, cost, finished_at)
                  VALUES {}",
                 rows.join(", ")
             );
@@ -131,7 +131,8 @@ impl ResultStorage for SqlBackend {
                     .bind(r.count.to_string())
                     .bind(r.elapsed_ms)
                     .bind(r.counter_version.clone())
-                    .bind(r.outcome.as_str());
+                    .bind(r.outcome.as_str())
+                    .bind(r.cost);
             }
             query.execute(&mut **tx).await?;
         }

@@ -250,6 +250,7 @@ impl BatchPlan {
             elapsed_ms: c.elapsed.as_secs_f64() * 1e3,
             counter_version: c.counter_version.clone(),
             outcome,
+            cost: job.cost,
         });
     }
 

@@ -89,7 +89,9 @@ impl QueueFronts {
         let mut fronts = self.fronts.lock().expect("never poisoned");
         let leased: Vec<JobId> = leased.into_iter().collect();
         if let Some(put_back) = fronts.put_back.get_mut(&run) {
-            leased.iter().for_each(|job| drop(put_back.remove(job)));
+            for job in &leased {
+                put_back.remove(job);
+            }
         }
         let past = leased.iter().max().map_or(0, |last| last + 1);
         match (fronts.fronts.get_mut(&(run, stage)), from) {
