@@ -67,8 +67,14 @@ impl QueueFronts {
     /// for the first pending job (no front known, or a full scan is due).
     pub(super) fn start(&self, run: RunId, stage: Option<u32>, now: Instant) -> Option<JobId> {
         let mut fronts = self.fronts.lock().expect("never poisoned");
+        // Only the lowest job put back matters: drop it while it is out of
+        // view (amortized, not a pass over every job put back per lease).
         let oldest_put_back = fronts.put_back.get_mut(&run).and_then(|jobs| {
-            jobs.retain(|_, at| now.saturating_duration_since(*at) < PUT_BACK_KEPT);
+            while let Some((_, at)) = jobs.first_key_value()
+                && now.saturating_duration_since(*at) >= PUT_BACK_KEPT
+            {
+                jobs.pop_first();
+            }
             jobs.keys().next().copied()
         });
         let front = fronts.fronts.get(&(run, stage))?;
@@ -179,7 +185,12 @@ mod tests {
         let fronts = QueueFronts::default();
         let t0 = Instant::now();
         fronts.put_back(1, 3, t0);
+        fronts.put_back(1, 9, t0 + PUT_BACK_KEPT / 2);
+        fronts.put_back(1, 6, t0 + PUT_BACK_KEPT);
         fronts.scanned(1, None, None, [40], t0 + PUT_BACK_KEPT);
-        assert_eq!(fronts.start(1, None, t0 + PUT_BACK_KEPT), Some(41), "a full scan since would have found it");
+        assert_eq!(fronts.start(1, None, t0 + PUT_BACK_KEPT), Some(6), "3 is out of view, 6 is not");
+        let later = t0 + PUT_BACK_KEPT * 2;
+        fronts.scanned(1, None, None, [41], later);
+        assert_eq!(fronts.start(1, None, later), Some(42), "a full scan since would have found them");
     }
 }
