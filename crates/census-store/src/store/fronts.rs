@@ -22,11 +22,11 @@
 //!   coordinator, by a transaction that rolled back, or skipped by one
 //!   identity because it already voted on them;
 //! - a job this store puts back (a vote that needs another identity, a
-//!   report rejected) is kept in view: scans start no later than it until
+//!   report rejected, a failure) is kept in view: scans start no later than it until
 //!   this store leases it again (an identity that voted on it skips it, so
 //!   the front may pass it) or [`PUT_BACK_KEPT`] has passed (another
-//!   coordinator leased it, perhaps), and a rarer reopening (a failure, a
-//!   recount, a requeue, a quarantine) forgets every front.
+//!   coordinator leased it, perhaps), and a rarer reopening (a recount, a
+//!   requeue, a quarantine) forgets every front.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;

@@ -151,9 +151,7 @@ impl<B: StorageBackend> JobStore for Store<B> {
     }
 
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
-        let failed = self.fail_job(job, token, worker, reason).await;
-        self.fronts.forget_all();
-        failed
+        self.fail_job(job, token, worker, reason).await
     }
 
     async fn requeue(&self, run: RunId, job: Option<JobId>) -> Result<u64, StoreError> {

@@ -155,7 +155,12 @@ impl<B: StorageBackend> Store<B> {
         if let Some(reason) = quarantine_reason(Offence::Failed, reported, &self.config) {
             self.quarantine_in(&mut tx, worker, &reason, now).await?;
         }
-        self.backend.commit(tx).await
+        self.backend.commit(tx).await?;
+        if !exhausted {
+            // Back in the queue: the next lease's scan starts no later than it.
+            self.fronts.put_back(run, job, std::time::Instant::now());
+        }
+        Ok(())
     }
 
     pub(super) async fn requeue_jobs(&self, run: RunId, job: Option<JobId>) -> Result<u64, StoreError> {
