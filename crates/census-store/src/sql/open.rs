@@ -179,6 +179,17 @@ impl SqlBackend {
                     // Fail fast while the database is down: callers get a
                     // retryable UNAVAILABLE and health turns NOT_SERVING.
                     .acquire_timeout(Duration::from_secs(5))
+                    // The queue's statements are estimated far above the
+                    // JIT threshold (the planner cannot know that a LIMIT
+                    // stops the scan early), and compiling them took up to
+                    // 90 ms a lease: a third of the server's time at 1,000
+                    // workers (BENCHMARKS.md, "A run's end").
+                    .after_connect(|connection, _| {
+                        Box::pin(async move {
+                            sqlx::Executor::execute(&mut *connection, "SET jit = off").await?;
+                            Ok(())
+                        })
+                    })
                     .connect(url)
                     .await
                     .map_err(|e| failed(&e))?;
@@ -254,8 +265,16 @@ impl SqlBackend {
 #[cfg(test)]
 mod tests {
     use super::{Location, POSTGRES_CONNECTIONS, pool_size};
-    use crate::StoreError;
+    use crate::{SqlBackend, StoreError};
     use proptest::prelude::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_connections_never_compile_statements() {
+        let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
+        let backend = SqlBackend::connect(&url).await.unwrap();
+        let jit: String = sqlx::query_scalar("SHOW jit").fetch_one(&backend.pool).await.unwrap();
+        assert_eq!(jit, "off");
+    }
 
     #[test]
     fn a_pool_is_sized_as_asked_where_the_database_allows() {

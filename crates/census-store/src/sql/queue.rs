@@ -102,8 +102,11 @@ impl QueueStorage for SqlBackend {
         // Pending jobs from the run's front (`store/fronts.rs`), past the
         // entries earlier leases left in the index.
         let (waiting, order) = match lease.waiting {
-            Waiting::Expired => ("j.state = 'leased' AND j.lease_expires_at < $3", "j.lease_expires_at, j.id"),
-            Waiting::Pending => ("j.state = 'pending' AND j.id >= $6", "j.id"),
+            Waiting::Expired => (
+                "j.run_id = $5 AND j.state = 'leased' AND j.lease_expires_at < $3".to_string(),
+                "j.lease_expires_at, j.id",
+            ),
+            Waiting::Pending => self.dialect.queue_scan("$5", "pending", Some("$6"), lease.stage.is_some()),
         };
         // Literal like the limit: the stage picks the index of staged jobs.
         let stage = lease.stage.map_or(String::new(), |stage| format!("AND j.stage = {stage}"));
@@ -117,7 +120,7 @@ impl QueueStorage for SqlBackend {
                 // The limit is literal: with a parameter there, Postgres's
                 // generic plan sorts every pending job of the run.
                 "SELECT j.id FROM jobs j
-                 WHERE j.run_id = $5 AND {waiting} {stage} AND {}
+                 WHERE {waiting} {stage} AND {}
                  ORDER BY {order} LIMIT {} {}",
                 open_to("$1", lease.max_failures),
                 lease.wanted,
@@ -147,9 +150,11 @@ impl QueueStorage for SqlBackend {
     }
 
     async fn has_job_open_to(&self, open: &OpenTo<'_>) -> Result<bool, StoreError> {
+        // Along the queue's index (`Dialect::queue_scan`), past the entries
+        // the run's jobs left in it since the last vacuum.
+        let (state, order) = self.dialect.queue_scan("$2", open.state.as_str(), None, false);
         let sql = format!(
-            "SELECT j.id FROM jobs j WHERE j.run_id = $2 AND j.state = '{}' AND {} LIMIT 1",
-            open.state.as_str(),
+            "SELECT j.id FROM jobs j WHERE {state} AND {} ORDER BY {order} LIMIT 1",
             open_to("$1", open.max_failures)
         );
         Ok(sqlx::query(&sql).bind(open.worker).bind(open.run).fetch_optional(&self.pool).await?.is_some())

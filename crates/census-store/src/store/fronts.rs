@@ -13,14 +13,15 @@
 //! of the queue"). SQLite updates in place and has no such entries; the
 //! hint costs it nothing.
 //!
-//! The hint never decides what is leased, only where the scan starts:
-//! - a scan from the front that finds fewer jobs than wanted goes on from
-//!   the run's first pending job (so no job is ever out of reach, and a run
-//!   ends as before);
+//! The hint never decides what is leased, only where the scan starts, and
+//! no job stays out of reach for long:
 //! - every [`FULL_SCAN_EVERY`] a lease scans from the first pending job
 //!   anyway, which finds jobs put back below the front by another
 //!   coordinator, by a transaction that rolled back, or skipped by one
-//!   identity because it already voted on them;
+//!   identity because it already voted on them. A scan from the front
+//!   that comes up short does not go on from the first pending job: near a
+//!   run's end every lease comes up short, and that scan walked all the
+//!   dead entries on every call (BENCHMARKS.md, "A run's end");
 //! - a job this store puts back (a vote that needs another identity, a
 //!   report rejected, a failure) is kept in view: scans start no later than it until
 //!   this store leases it again (an identity that voted on it skips it, so
@@ -54,6 +55,24 @@ struct Fronts {
     put_back: HashMap<RunId, BTreeMap<JobId, Instant>>,
 }
 
+impl Fronts {
+    fn start(&mut self, run: RunId, stage: Option<u32>, now: Instant) -> Option<JobId> {
+        // Only the lowest job put back matters: drop it while it is out of
+        // view (amortized, not a pass over every job put back per lease).
+        let oldest_put_back = self.put_back.get_mut(&run).and_then(|jobs| {
+            while let Some((_, at)) = jobs.first_key_value()
+                && now.saturating_duration_since(*at) >= PUT_BACK_KEPT
+            {
+                jobs.pop_first();
+            }
+            jobs.keys().next().copied()
+        });
+        let front = self.fronts.get(&(run, stage))?;
+        let from = oldest_put_back.map_or(front.from, |job| job.min(front.from));
+        (now.saturating_duration_since(front.full_scan_at) < FULL_SCAN_EVERY).then_some(from)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Front {
     /// No fresh pending job is expected below this id.
@@ -63,23 +82,35 @@ struct Front {
 }
 
 impl QueueFronts {
-    /// Where a lease of `run`'s `stage` at `now` starts its scan: `None`
-    /// for the first pending job (no front known, or a full scan is due).
-    pub(super) fn start(&self, run: RunId, stage: Option<u32>, now: Instant) -> Option<JobId> {
+    /// Where a lease of `run`'s `stage` at `now` would start its scan:
+    /// `None` for the first pending job (no front known, or a full scan is
+    /// due).
+    #[cfg(test)]
+    fn start(&self, run: RunId, stage: Option<u32>, now: Instant) -> Option<JobId> {
+        self.fronts.lock().expect("never poisoned").start(run, stage, now)
+    }
+
+    /// Where a lease of `run`'s `stage` that wants `wanted` jobs at `now`
+    /// starts its scan, as [`Self::start`]; and it claims them: the next
+    /// lease starts `wanted` jobs further on (concurrent leases from one
+    /// front each scanned past every row the others had locked: thousands
+    /// a call with a few dozen in flight), or, if this one scans from the
+    /// first pending job, does not do so too until the next full scan is
+    /// due. A scan that starts at a job put back claims nothing. Jobs a
+    /// claim left (a lease that rolled back) are found by that full scan.
+    pub(super) fn claim(&self, run: RunId, stage: Option<u32>, wanted: i64, now: Instant) -> Option<JobId> {
         let mut fronts = self.fronts.lock().expect("never poisoned");
-        // Only the lowest job put back matters: drop it while it is out of
-        // view (amortized, not a pass over every job put back per lease).
-        let oldest_put_back = fronts.put_back.get_mut(&run).and_then(|jobs| {
-            while let Some((_, at)) = jobs.first_key_value()
-                && now.saturating_duration_since(*at) >= PUT_BACK_KEPT
-            {
-                jobs.pop_first();
+        let from = fronts.start(run, stage, now);
+        if let Some(front) = fronts.fronts.get_mut(&(run, stage)) {
+            match from {
+                // A scan from a job put back takes that job first: claiming
+                // jobs past the front would leave them behind it.
+                Some(from) if from < front.from => {}
+                Some(_) => front.from = front.from.saturating_add(wanted.max(0)),
+                None => front.full_scan_at = now,
             }
-            jobs.keys().next().copied()
-        });
-        let front = fronts.fronts.get(&(run, stage))?;
-        let from = oldest_put_back.map_or(front.from, |job| job.min(front.from));
-        (now.saturating_duration_since(front.full_scan_at) < FULL_SCAN_EVERY).then_some(from)
+        }
+        from
     }
 
     /// A lease scanned from `from` (`None`: from the first pending job) at
@@ -141,6 +172,28 @@ mod tests {
         assert_eq!(fronts.start(1, None, t0 + FULL_SCAN_EVERY), None, "a full scan is due");
         assert_eq!(fronts.start(2, None, t0), None, "each run has its own front");
         assert_eq!(fronts.start(1, Some(0), t0), None, "and each stage of a run of stages");
+    }
+
+    #[test]
+    fn a_claim_moves_the_front_past_the_jobs_wanted_and_takes_a_full_scan_due() {
+        let fronts = QueueFronts::default();
+        let t0 = Instant::now();
+        assert_eq!(fronts.claim(1, None, 10, t0), None, "no front yet");
+        fronts.scanned(1, None, None, [1, 2], t0);
+        assert_eq!(fronts.claim(1, None, 10, t0), Some(3));
+        assert_eq!(fronts.claim(1, None, 10, t0), Some(13), "the next lease starts past the first one's claim");
+        fronts.scanned(1, None, Some(3), 3..=12, t0);
+        assert_eq!(fronts.start(1, None, t0), Some(23), "a lease within its claim leaves the front");
+        fronts.scanned(1, None, Some(13), 13..=30, t0);
+        assert_eq!(fronts.start(1, None, t0), Some(31), "one that went past it moves it");
+        let due = t0 + FULL_SCAN_EVERY;
+        assert_eq!(fronts.claim(1, None, 10, due), None, "a full scan is due");
+        assert_eq!(fronts.claim(1, None, 10, due), Some(31), "and only one lease makes it");
+        fronts.put_back(1, 20, due);
+        assert_eq!(fronts.claim(1, None, 10, due), Some(20), "a job put back first");
+        assert_eq!(fronts.start(1, None, due), Some(20), "and no claim past the front: the job may be taken alone");
+        fronts.scanned(1, None, Some(20), [20], due);
+        assert_eq!(fronts.claim(1, None, 10, due), Some(41), "back to the front (31, claimed to 41 above)");
     }
 
     #[test]
