@@ -1,5 +1,7 @@
 //! Where a run's fresh pending jobs begin: a hint that lets a lease start
-//! its scan of the pending jobs there instead of at the run's first job.
+//! its scan of the pending jobs there instead of at the run's first job;
+//! and when a lease looks for a run's expired leases
+//! ([`QueueFronts::expired_look`]).
 //!
 //! Why: a job that leaves the pending state leaves its entry behind in the
 //! (run, state, id) index until the table is vacuumed (an update that
@@ -39,6 +41,8 @@ use crate::{JobId, RunId};
 pub(super) const FULL_SCAN_EVERY: Duration = Duration::from_secs(2);
 /// How long a job put back keeps the scans of its run from passing it.
 pub(super) const PUT_BACK_KEPT: Duration = Duration::from_secs(30);
+/// How often a lease looks for a run's expired leases anyway.
+pub(super) const EXPIRED_LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// The fronts of the runs' queues (of each stage, in a run of stages), and
 /// the jobs put back behind them.
@@ -53,6 +57,16 @@ struct Fronts {
     /// Each run's jobs put back by this store, not leased again since, and
     /// when they were put back.
     put_back: HashMap<RunId, BTreeMap<JobId, Instant>>,
+    /// Each run's last look for expired leases.
+    expired: HashMap<RunId, ExpiredLook>,
+}
+
+/// When a lease last looked for a run's expired leases, and the earliest
+/// expiry (Unix ms) of the leases this store granted since.
+#[derive(Debug, Clone, Copy)]
+struct ExpiredLook {
+    at: Instant,
+    next_expiry: Option<i64>,
 }
 
 impl Fronts {
@@ -153,6 +167,45 @@ impl QueueFronts {
         let mut fronts = self.fronts.lock().expect("never poisoned");
         fronts.fronts.clear();
         fronts.put_back.clear();
+        fronts.expired.clear();
+    }
+
+    /// Whether a lease of `run` at `now` (`now_ms` in Unix ms) looks for
+    /// its expired leases; if so it takes the look, and the run's other
+    /// leases do not look until the next is due: after
+    /// [`EXPIRED_LOOK_EVERY`], or at once when a lease this store granted
+    /// since may have expired.
+    ///
+    /// Why not on every lease: a job that leaves its lease leaves an entry
+    /// in the expiry index until vacuum, and once its old expiry has passed
+    /// that entry lies in the range the look reads: 13,000 buffers a look
+    /// at 10^7 jobs (BENCHMARKS.md, "A run's end"). A lease that expired
+    /// under another coordinator waits at most a second more.
+    pub(super) fn expired_look(&self, run: RunId, now: Instant, now_ms: i64) -> bool {
+        let mut fronts = self.fronts.lock().expect("never poisoned");
+        let due = fronts.expired.get(&run).is_none_or(|look| {
+            now.saturating_duration_since(look.at) >= EXPIRED_LOOK_EVERY
+                || look.next_expiry.is_some_and(|expiry| expiry <= now_ms)
+        });
+        if due {
+            fronts.expired.insert(run, ExpiredLook { at: now, next_expiry: None });
+        }
+        due
+    }
+
+    /// A look for `run`'s expired leases found as many as it wanted: there
+    /// may be more (a fleet that went away), so the next lease looks too.
+    pub(super) fn more_expired(&self, run: RunId) {
+        self.fronts.lock().expect("never poisoned").expired.remove(&run);
+    }
+
+    /// This store granted leases of `run` that expire at `expiry` (Unix ms)
+    /// unless heartbeated.
+    pub(super) fn granted(&self, run: RunId, expiry: i64) {
+        let mut fronts = self.fronts.lock().expect("never poisoned");
+        if let Some(look) = fronts.expired.get_mut(&run) {
+            look.next_expiry = Some(look.next_expiry.map_or(expiry, |next| next.min(expiry)));
+        }
     }
 }
 
@@ -194,6 +247,25 @@ mod tests {
         assert_eq!(fronts.start(1, None, due), Some(20), "and no claim past the front: the job may be taken alone");
         fronts.scanned(1, None, Some(20), [20], due);
         assert_eq!(fronts.claim(1, None, 10, due), Some(41), "back to the front (31, claimed to 41 above)");
+    }
+
+    #[test]
+    fn expired_leases_are_looked_for_once_a_second_or_when_a_lease_granted_may_have_expired() {
+        let fronts = QueueFronts::default();
+        let t0 = Instant::now();
+        assert!(fronts.expired_look(1, t0, 1_000), "never looked");
+        assert!(!fronts.expired_look(1, t0, 1_000), "taken by the first lease");
+        assert!(fronts.expired_look(2, t0, 1_000), "each run has its own");
+        fronts.granted(1, 1_500);
+        fronts.granted(1, 1_200);
+        assert!(!fronts.expired_look(1, t0, 1_199));
+        assert!(fronts.expired_look(1, t0, 1_200), "a lease granted here may have expired");
+        assert!(!fronts.expired_look(1, t0, 1_600), "looked since: 1,500 is found by the next look anyway");
+        assert!(fronts.expired_look(1, t0 + EXPIRED_LOOK_EVERY, 1_600));
+        fronts.more_expired(1);
+        assert!(fronts.expired_look(1, t0 + EXPIRED_LOOK_EVERY, 1_600), "a look that found all it wanted");
+        fronts.forget_all();
+        assert!(fronts.expired_look(1, t0 + EXPIRED_LOOK_EVERY, 1_600));
     }
 
     #[test]

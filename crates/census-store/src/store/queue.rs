@@ -77,7 +77,8 @@ impl<B: StorageBackend> Store<B> {
                 Leasable::Nothing => continue,
             };
             let ttl = ttl.min(self.run_lease_lifetime(open.max_lease_ms));
-            // Expired leases, then pending jobs from the run's front, whose
+            // Expired leases (when a look is due: `fronts.rs`), then
+            // pending jobs from the run's front, whose
             // next `wanted` jobs this lease claims, so that concurrent
             // leases scan past each other's locked rows no more than they
             // must. A scan from the front that comes up short does not go
@@ -92,6 +93,7 @@ impl<B: StorageBackend> Store<B> {
                     break 'runs;
                 }
                 let from = match waiting {
+                    Waiting::Expired if !self.fronts.expired_look(open.id, Instant::now(), now) => continue,
                     Waiting::Expired => None,
                     Waiting::Pending => self.fronts.claim(open.id, stage, wanted, Instant::now()),
                 };
@@ -108,8 +110,15 @@ impl<B: StorageBackend> Store<B> {
                     from: from.unwrap_or(0),
                 };
                 let jobs = self.backend.lease_jobs(&mut tx, &lease).await?;
-                if waiting == Waiting::Pending {
-                    self.fronts.scanned(open.id, stage, from, jobs.iter().map(|job| job.id), Instant::now());
+                match waiting {
+                    Waiting::Expired if jobs.len() as i64 >= wanted => self.fronts.more_expired(open.id),
+                    Waiting::Expired => {}
+                    Waiting::Pending => {
+                        self.fronts.scanned(open.id, stage, from, jobs.iter().map(|job| job.id), Instant::now())
+                    }
+                }
+                if !jobs.is_empty() {
+                    self.fronts.granted(open.id, lease.expires_at);
                 }
                 leased.extend(jobs);
             }
