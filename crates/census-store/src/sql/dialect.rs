@@ -9,7 +9,6 @@ pub(super) enum Dialect {
 }
 
 impl Dialect {
-    /// Row locks for the queue; SQLite has one writer at a time instead.
     /// The condition and order of a scan of run `run`'s jobs in `state`
     /// (from job `from` on, if given), in id order, along the (run, state,
     /// id) index.
@@ -34,6 +33,7 @@ impl Dialect {
         }
     }
 
+    /// Row locks for the queue; SQLite has one writer at a time instead.
     pub(super) fn skip_locked(self) -> &'static str {
         match self {
             Dialect::Postgres => "FOR UPDATE SKIP LOCKED",

@@ -44,8 +44,8 @@ pub(super) const PUT_BACK_KEPT: Duration = Duration::from_secs(30);
 /// How often a lease looks for a run's expired leases anyway.
 pub(super) const EXPIRED_LOOK_EVERY: Duration = Duration::from_secs(1);
 
-/// The fronts of the runs' queues (of each stage, in a run of stages), and
-/// the jobs put back behind them.
+/// The fronts of the runs' queues (of each stage, in a run of stages), the
+/// jobs put back behind them, and the runs' looks for expired leases.
 #[derive(Default)]
 pub(super) struct QueueFronts {
     fronts: Mutex<Fronts>,
@@ -59,6 +59,14 @@ struct Fronts {
     put_back: HashMap<RunId, BTreeMap<JobId, Instant>>,
     /// Each run's last look for expired leases.
     expired: HashMap<RunId, ExpiredLook>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Front {
+    /// No fresh pending job is expected below this id.
+    from: JobId,
+    /// When a lease last scanned from the first pending job.
+    full_scan_at: Instant,
 }
 
 /// When a lease last looked for a run's expired leases, and the earliest
@@ -85,14 +93,6 @@ impl Fronts {
         let from = oldest_put_back.map_or(front.from, |job| job.min(front.from));
         (now.saturating_duration_since(front.full_scan_at) < FULL_SCAN_EVERY).then_some(from)
     }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Front {
-    /// No fresh pending job is expected below this id.
-    from: JobId,
-    /// When a lease last scanned from the first pending job.
-    full_scan_at: Instant,
 }
 
 impl QueueFronts {

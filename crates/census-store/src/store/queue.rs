@@ -78,15 +78,15 @@ impl<B: StorageBackend> Store<B> {
             };
             let ttl = ttl.min(self.run_lease_lifetime(open.max_lease_ms));
             // Expired leases (when a look is due: `fronts.rs`), then
-            // pending jobs from the run's front, whose
-            // next `wanted` jobs this lease claims, so that concurrent
-            // leases scan past each other's locked rows no more than they
-            // must. A scan from the front that comes up short does not go
-            // on from the first pending job: near a run's end every lease
-            // comes up short, and each such scan walked every entry the
-            // run's leases left in the index since the last vacuum
-            // (BENCHMARKS.md, "A run's end"). A job below the front is
-            // found by the next full scan (`fronts.rs`).
+            // pending jobs from the run's front, whose next `wanted` jobs
+            // this lease claims, so that concurrent leases scan past each
+            // other's locked rows no more than they must. A scan from the
+            // front that comes up short does not go on from the first
+            // pending job: near a run's end every lease comes up short,
+            // and each such scan walked every entry the run's leases left
+            // in the index since the last vacuum (BENCHMARKS.md, "A run's
+            // end"). A job below the front is found by the next full scan
+            // (`fronts.rs`).
             for waiting in [Waiting::Expired, Waiting::Pending] {
                 let wanted = max - leased.len() as i64;
                 if wanted <= 0 {
