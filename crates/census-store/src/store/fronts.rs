@@ -105,13 +105,14 @@ impl QueueFronts {
     }
 
     /// Where a lease of `run`'s `stage` that wants `wanted` jobs at `now`
-    /// starts its scan, as [`Self::start`]; and it claims them: the next
-    /// lease starts `wanted` jobs further on (concurrent leases from one
-    /// front each scanned past every row the others had locked: thousands
-    /// a call with a few dozen in flight), or, if this one scans from the
-    /// first pending job, does not do so too until the next full scan is
-    /// due. A scan that starts at a job put back claims nothing. Jobs a
-    /// claim left (a lease that rolled back) are found by that full scan.
+    /// starts its scan (`None`: from the first pending job); and it claims
+    /// them: the next lease starts `wanted` jobs further on (concurrent
+    /// leases from one front each scanned past every row the others had
+    /// locked: thousands a call with a few dozen in flight), or, if this
+    /// one scans from the first pending job, does not do so too until the
+    /// next full scan is due. A scan that starts at a job put back claims
+    /// nothing. Jobs a claim left (a lease that rolled back) are found by
+    /// that full scan.
     pub(super) fn claim(&self, run: RunId, stage: Option<u32>, wanted: i64, now: Instant) -> Option<JobId> {
         let mut fronts = self.fronts.lock().expect("never poisoned");
         let from = fronts.start(run, stage, now);
