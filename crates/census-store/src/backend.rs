@@ -792,6 +792,8 @@ pub trait AnswerStorage: Transactions {
     async fn weighted_sum_so_far(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<BigUint, StoreError>;
     /// Marks the run finished with its answer.
     async fn write_answer(&self, tx: &mut Self::Tx, answer: &FinishedAnswer<'_>) -> Result<(), StoreError>;
+    /// How many of the run's jobs are leased, without reading them: a
+    /// run's leases move on thousands of times a second.
     async fn leased_jobs(&self, run: RunId) -> Result<i64, StoreError>;
     async fn rejections_in(&self, run: RunId) -> Result<i64, StoreError>;
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError>;

@@ -7,28 +7,65 @@ use census_store::conformance::exercise_backend;
 use census_store::conformance::fixtures::{SMALL, TTL, completion, drain, jobs, spec, true_count};
 use census_store::{SqlBackend, StoreConfig, StoreError, connect};
 
+/// Every database the suite's backends opened, as sqlx connects to it.
+static OPENED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
 async fn sqlite_backend() -> SqlBackend {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("census-store-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let _ = std::fs::remove_file(&path);
+    OPENED.lock().unwrap().push(format!("sqlite://{}", path.display()));
     SqlBackend::connect(path.to_str().unwrap()).await.unwrap()
 }
 
 async fn postgres_backend() -> SqlBackend {
     let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
+    OPENED.lock().unwrap().push(url.clone());
     SqlBackend::connect(&url).await.unwrap()
+}
+
+/// After every property of the suite, each run's leased jobs as the
+/// trigger of migration `run_leases` counted them are the jobs in the
+/// leased state: every way the suite moves a job into or out of its lease
+/// (leases, reports, failures, expiries, recounts, requeues, quarantines,
+/// cancelled runs) keeps the count.
+async fn the_lease_counts_agree_with_the_jobs(scheme: &str) {
+    sqlx::any::install_default_drivers();
+    let opened: Vec<String> = OPENED.lock().unwrap().iter().filter(|url| url.starts_with(scheme)).cloned().collect();
+    assert!(!opened.is_empty());
+    let mut runs = 0;
+    for url in opened {
+        use sqlx::Connection;
+        let mut connection = sqlx::AnyConnection::connect(&url).await.unwrap();
+        let disagreeing: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT r.id,
+                    (SELECT COUNT(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'leased'),
+                    (SELECT CAST(COALESCE(SUM(l.leased), 0) AS BIGINT) FROM run_leases l WHERE l.run_id = r.id)
+             FROM runs r",
+        )
+        .fetch_all(&mut connection)
+        .await
+        .unwrap();
+        runs += disagreeing.len();
+        let disagreeing: Vec<_> = disagreeing.into_iter().filter(|(_, jobs, counted)| jobs != counted).collect();
+        assert!(disagreeing.is_empty(), "{url}: (run, leased jobs, counted) {disagreeing:?}");
+        connection.close().await.unwrap();
+    }
+    assert!(runs > 0, "the suite made runs");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_conforms() {
     exercise_backend(sqlite_backend).await;
+    the_lease_counts_agree_with_the_jobs("sqlite:").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_conforms() {
     exercise_backend(postgres_backend).await;
+    the_lease_counts_agree_with_the_jobs("postgres").await;
 }
 
 #[tokio::test]

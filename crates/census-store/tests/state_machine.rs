@@ -129,7 +129,7 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
                 let _ = store.requeue(run, None).await;
             }
         }
-        check(&store, run).await;
+        check(&store, run, &path).await;
     }
 
     // Honest identities can always finish the run, and it ends exact.
@@ -165,9 +165,23 @@ async fn play(redundancy: u32, steps: Vec<Step>) {
 }
 
 /// What holds after every step.
-async fn check(store: &Arc<dyn JobStore>, run: i64) {
+async fn check(store: &Arc<dyn JobStore>, run: i64, path: &std::path::Path) {
     let total = store.total(run).await.expect("the stored total always rechecks");
     let progress = store.progress(run).await.unwrap();
+    // The leased jobs progress reports (kept by a trigger) are the jobs
+    // in the leased state, whichever step moved them.
+    let leased: i64 = {
+        use sqlx::Connection;
+        let mut connection = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+        let leased = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND run_id = $1")
+            .bind(run)
+            .fetch_one(&mut connection)
+            .await
+            .unwrap();
+        connection.close().await.unwrap();
+        leased
+    };
+    assert_eq!(progress.leased, leased as u64, "the leased jobs as progress counts them: {progress:?}");
     assert!(progress.done <= progress.jobs_total);
     if total.is_final {
         assert_eq!(progress.done, progress.jobs_total, "final only when every job is done");
