@@ -205,6 +205,10 @@ impl AnswerStorage for SqlBackend {
     /// `result_costs`); only a result recorded before has its job looked up,
     /// by its id. Never a read of the run's jobs.
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if let Some(walk) = self.dialect.walk_in_index_order() {
+            sqlx::query(walk).execute(&mut *tx).await?;
+        }
         let row: RecentRow = sqlx::query_as(&format!(
             "SELECT COUNT(*) AS results,
                     COALESCE(CAST(SUM(COALESCE(newest.cost, (SELECT j.cost FROM jobs j WHERE j.id = newest.job_id))) AS BIGINT), 0) AS cost,
@@ -215,8 +219,9 @@ impl AnswerStorage for SqlBackend {
         ))
         .bind(recent.run)
         .bind(recent.since)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(RecentResults { results: row.results, cost: row.cost, oldest: row.oldest })
     }
 
