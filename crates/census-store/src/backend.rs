@@ -727,6 +727,20 @@ pub trait QueueStorage: Transactions {
     /// transactions hold: each takes a new attempt, a token
     /// `{salt}-{job id}-{attempt}` and its expiry.
     async fn lease_jobs(&self, tx: &mut Self::Tx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError>;
+    /// Whether any lease of the run has expired by `now` (Unix ms) and is
+    /// not yet taken again, in `tx`: after a look that came back short,
+    /// whether what it left is there for other identities.
+    async fn has_expired_leases(&self, tx: &mut Self::Tx, run: RunId, now: i64) -> Result<bool, StoreError>;
+    /// The first pending job of the run (of its `stage`, in a run of
+    /// stages) below `below`, in `tx`: after a scan from the first pending
+    /// job, one it passed (not open to its identity, or locked).
+    async fn first_pending_below(
+        &self,
+        tx: &mut Self::Tx,
+        run: RunId,
+        stage: Option<u32>,
+        below: JobId,
+    ) -> Result<Option<JobId>, StoreError>;
     /// Whether any job of the run in the state is [`OpenTo`] the identity.
     async fn has_job_open_to(&self, open: &OpenTo<'_>) -> Result<bool, StoreError>;
     /// The lowest stage of a run of stages holding a pending, a leased and

@@ -117,6 +117,8 @@ properties!(
     staged::a_failed_job_holds_the_stages_after_it_until_a_requeue with one_failure,
     costs::progress_weighs_jobs_by_their_cost with one_failure,
     queue::jobs_put_back_are_leased_before_the_fresh_jobs_behind_them,
+    queue::an_expired_lease_one_identity_cannot_take_goes_to_the_next,
+    queue::a_job_a_full_scan_passed_goes_to_the_next_identity,
 );
 
 /// Checks every property of the suite, each on a new empty store that

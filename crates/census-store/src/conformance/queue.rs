@@ -60,3 +60,55 @@ pub(super) async fn jobs_put_back_are_leased_before_the_fresh_jobs_behind_them(s
     let progress = store.progress(run).await.unwrap();
     assert_eq!(progress.done, progress.jobs_total, "{progress:?}");
 }
+
+/// A lease that expired while it waited for a vote is taken at once by the
+/// next identity that may vote on it, even when the identity that looked
+/// for expired leases just before could not take it (it had voted on the
+/// job already): a fast worker that votes on everything must not keep the
+/// expired job from a slower one (found by the state-machine proptest).
+pub(super) async fn an_expired_lease_one_identity_cannot_take_goes_to_the_next(store: Arc<dyn JobStore>) {
+    // Quorum 2: a votes on every job, so each waits for another identity.
+    let run = store.create_run(&spec(QUEUE, 2), &jobs(QUEUE)).await.unwrap();
+    let all = store.lease(Some(run), "a", 100, TTL).await.unwrap();
+    assert_eq!(all.len(), 40);
+    let votes: Vec<_> = all.iter().map(|lease| completion(lease, "a", true_count(lease))).collect();
+    store.complete_many(&votes).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
+
+    // b takes one for its vote, and goes away: its lease is born expired.
+    let gone = store.lease(Some(run), "b", 1, std::time::Duration::ZERO).await.unwrap();
+    assert_eq!(gone.len(), 1);
+    // The store's clock is in milliseconds: past the lease's expiry.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+
+    // a looks for expired leases first (one granted here has expired) and
+    // can take none; c, next, gets the expired job with the fresh ones.
+    assert!(store.lease(Some(run), "a", 100, TTL).await.unwrap().is_empty(), "a voted on every job");
+    let taken = store.lease(Some(run), "c", 100, TTL).await.unwrap();
+    assert!(ids(&taken).contains(&gone[0].job_id), "the expired lease goes to c at once: {:?}", ids(&taken));
+    assert_eq!(taken.len(), 40);
+}
+
+/// A job put back that the fronts no longer know of (after a requeue, a
+/// restart, another coordinator) is found by a scan from the first pending
+/// job; when the identity that makes that scan cannot take it (it voted on
+/// it), the next identity's lease starts at it, rather than waiting for
+/// the next full scan, which the same identity may make again (found by
+/// the state-machine proptest).
+pub(super) async fn a_job_a_full_scan_passed_goes_to_the_next_identity(store: Arc<dyn JobStore>) {
+    // Quorum 3: b and a vote on the first job, which waits for a third.
+    let run = store.create_run(&spec(QUEUE, 3), &jobs(QUEUE)).await.unwrap();
+    let first = store.lease(Some(run), "b", 1, TTL).await.unwrap();
+    store.complete(&completion(&first[0], "b", true_count(&first[0]))).await.unwrap();
+    let again = store.lease(Some(run), "a", 1, TTL).await.unwrap();
+    assert_eq!(ids(&again), ids(&first), "a job put back goes first");
+    store.complete(&completion(&again[0], "a", true_count(&again[0]))).await.unwrap();
+
+    // A requeue (of nothing failed) forgets where the queue's jobs are: a's
+    // lease scans from the first pending job, past the one it voted on.
+    store.requeue(run, None).await.unwrap();
+    let by_a = store.lease(Some(run), "a", 5, TTL).await.unwrap();
+    assert!(!ids(&by_a).contains(&first[0].job_id));
+    assert_eq!(by_a.len(), 5);
+    let by_c = store.lease(Some(run), "c", 5, TTL).await.unwrap();
+    assert_eq!(by_c.first().map(|lease| lease.job_id), Some(first[0].job_id), "c gets it first: {:?}", ids(&by_c));
+}

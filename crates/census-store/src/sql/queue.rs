@@ -149,6 +149,37 @@ impl QueueStorage for SqlBackend {
             .collect())
     }
 
+    async fn has_expired_leases(&self, tx: &mut SqlTx, run: RunId, now: i64) -> Result<bool, StoreError> {
+        // Along the expiry index, as the look itself (migration jobs_lease_expiry).
+        let expired =
+            sqlx::query("SELECT id FROM jobs WHERE run_id = $1 AND state = 'leased' AND lease_expires_at < $2 LIMIT 1")
+                .bind(run)
+                .bind(now)
+                .fetch_optional(&mut **tx)
+                .await?;
+        Ok(expired.is_some())
+    }
+
+    async fn first_pending_below(
+        &self,
+        tx: &mut SqlTx,
+        run: RunId,
+        stage: Option<u32>,
+        below: JobId,
+    ) -> Result<Option<JobId>, StoreError> {
+        // Along the queue's index (`Dialect::queue_scan`), as the scan it
+        // follows. Not a job another lease is taking (locked): that one is
+        // not left behind, and as a job put back it would start every scan
+        // for PUT_BACK_KEPT below all the entries its neighbours leave.
+        let (pending, order) = self.dialect.queue_scan("$1", "pending", None, stage.is_some());
+        let stage = stage.map_or(String::new(), |stage| format!("AND j.stage = {stage}"));
+        let sql = format!(
+            "SELECT j.id FROM jobs j WHERE {pending} {stage} AND j.id < $2 ORDER BY {order} LIMIT 1 {}",
+            self.dialect.skip_locked()
+        );
+        Ok(sqlx::query_scalar(&sql).bind(run).bind(below).fetch_optional(&mut **tx).await?)
+    }
+
     async fn has_job_open_to(&self, open: &OpenTo<'_>) -> Result<bool, StoreError> {
         // Along the queue's index (`Dialect::queue_scan`), past the entries
         // the run's jobs left in it since the last vacuum.

@@ -31,7 +31,7 @@
 //!   coordinator leased it, perhaps), and a rarer reopening (a recount, a
 //!   requeue, a quarantine) forgets every front.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -69,12 +69,14 @@ struct Front {
     full_scan_at: Instant,
 }
 
-/// When a lease last looked for a run's expired leases, and the earliest
-/// expiry (Unix ms) of the leases this store granted since.
-#[derive(Debug, Clone, Copy)]
+/// When a lease last looked for a run's expired leases, the earliest
+/// expiry (Unix ms) of the leases this store granted since, and the
+/// identities whose looks left expired leases they could not take.
+#[derive(Debug, Clone, Default)]
 struct ExpiredLook {
-    at: Instant,
+    at: Option<Instant>,
     next_expiry: Option<i64>,
+    left_by: HashSet<String>,
 }
 
 impl Fronts {
@@ -182,14 +184,19 @@ impl QueueFronts {
     /// that entry lies in the range the look reads: 13,000 buffers a look
     /// at 10^7 jobs (BENCHMARKS.md, "A run's end"). A lease that expired
     /// under another coordinator waits at most a second more.
-    pub(super) fn expired_look(&self, run: RunId, now: Instant, now_ms: i64) -> bool {
+    ///
+    /// Expired leases that an earlier look left because its identity could
+    /// not take them ([`QueueFronts::looked_short`]) are looked for at once
+    /// by the next lease of any other identity.
+    pub(super) fn expired_look(&self, run: RunId, worker: &str, now: Instant, now_ms: i64) -> bool {
         let mut fronts = self.fronts.lock().expect("never poisoned");
-        let due = fronts.expired.get(&run).is_none_or(|look| {
-            now.saturating_duration_since(look.at) >= EXPIRED_LOOK_EVERY
-                || look.next_expiry.is_some_and(|expiry| expiry <= now_ms)
-        });
+        let look = fronts.expired.entry(run).or_default();
+        let due = look.at.is_none_or(|at| now.saturating_duration_since(at) >= EXPIRED_LOOK_EVERY)
+            || look.next_expiry.is_some_and(|expiry| expiry <= now_ms)
+            || !look.left_by.is_empty() && !look.left_by.contains(worker);
         if due {
-            fronts.expired.insert(run, ExpiredLook { at: now, next_expiry: None });
+            look.at = Some(now);
+            look.next_expiry = None;
         }
         due
     }
@@ -198,6 +205,21 @@ impl QueueFronts {
     /// may be more (a fleet that went away), so the next lease looks too.
     pub(super) fn more_expired(&self, run: RunId) {
         self.fronts.lock().expect("never poisoned").expired.remove(&run);
+    }
+
+    /// A look of `worker`'s for `run`'s expired leases found fewer than it
+    /// wanted, and `left` says whether expired leases are still there: if
+    /// so, they are not open to `worker` (or locked by another lease), and
+    /// the next lease of another identity looks at once; if not, nobody
+    /// looks before the next look is due.
+    pub(super) fn looked_short(&self, run: RunId, worker: &str, left: bool) {
+        let mut fronts = self.fronts.lock().expect("never poisoned");
+        let look = fronts.expired.entry(run).or_default();
+        if left {
+            look.left_by.insert(worker.to_string());
+        } else {
+            look.left_by.clear();
+        }
     }
 
     /// This store granted leases of `run` that expire at `expiry` (Unix ms)
@@ -254,19 +276,35 @@ mod tests {
     fn expired_leases_are_looked_for_once_a_second_or_when_a_lease_granted_may_have_expired() {
         let fronts = QueueFronts::default();
         let t0 = Instant::now();
-        assert!(fronts.expired_look(1, t0, 1_000), "never looked");
-        assert!(!fronts.expired_look(1, t0, 1_000), "taken by the first lease");
-        assert!(fronts.expired_look(2, t0, 1_000), "each run has its own");
+        assert!(fronts.expired_look(1, "a", t0, 1_000), "never looked");
+        assert!(!fronts.expired_look(1, "b", t0, 1_000), "taken by the first lease");
+        assert!(fronts.expired_look(2, "b", t0, 1_000), "each run has its own");
         fronts.granted(1, 1_500);
         fronts.granted(1, 1_200);
-        assert!(!fronts.expired_look(1, t0, 1_199));
-        assert!(fronts.expired_look(1, t0, 1_200), "a lease granted here may have expired");
-        assert!(!fronts.expired_look(1, t0, 1_600), "looked since: 1,500 is found by the next look anyway");
-        assert!(fronts.expired_look(1, t0 + EXPIRED_LOOK_EVERY, 1_600));
+        assert!(!fronts.expired_look(1, "a", t0, 1_199));
+        assert!(fronts.expired_look(1, "a", t0, 1_200), "a lease granted here may have expired");
+        assert!(!fronts.expired_look(1, "a", t0, 1_600), "looked since: 1,500 is found by the next look anyway");
+        assert!(fronts.expired_look(1, "a", t0 + EXPIRED_LOOK_EVERY, 1_600));
         fronts.more_expired(1);
-        assert!(fronts.expired_look(1, t0 + EXPIRED_LOOK_EVERY, 1_600), "a look that found all it wanted");
+        assert!(fronts.expired_look(1, "a", t0 + EXPIRED_LOOK_EVERY, 1_600), "a look that found all it wanted");
         fronts.forget_all();
-        assert!(fronts.expired_look(1, t0 + EXPIRED_LOOK_EVERY, 1_600));
+        assert!(fronts.expired_look(1, "a", t0 + EXPIRED_LOOK_EVERY, 1_600));
+    }
+
+    #[test]
+    fn expired_leases_a_look_could_not_take_are_looked_for_by_the_next_other_identity() {
+        let fronts = QueueFronts::default();
+        let t0 = Instant::now();
+        assert!(fronts.expired_look(1, "a", t0, 1_000));
+        fronts.looked_short(1, "a", true);
+        assert!(!fronts.expired_look(1, "a", t0, 1_000), "a cannot take them: it waits for the next look");
+        assert!(fronts.expired_look(1, "b", t0, 1_000), "another identity looks at once");
+        fronts.looked_short(1, "b", true);
+        assert!(!fronts.expired_look(1, "b", t0, 1_000));
+        assert!(fronts.expired_look(1, "c", t0, 1_000), "and the next, while none could take them");
+        fronts.looked_short(1, "c", false);
+        assert!(!fronts.expired_look(1, "d", t0, 1_000), "none left: the next look is due in a second");
+        assert!(fronts.expired_look(1, "d", t0 + EXPIRED_LOOK_EVERY, 1_000));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::stages::Leasable;
 use super::{Store, now_ms};
 use crate::backend::{ExtendLeases, JobState, LeaseJobs, OpenTo, StorageBackend, Waiting};
-use crate::{HeartbeatOutcome, Lease, RunId, StoreError};
+use crate::{HeartbeatOutcome, JobId, Lease, RunId, StoreError};
 
 /// A lease token prefix, random for every lease call; the job id and
 /// attempt number complete it, so two attempts never share a token.
@@ -93,7 +93,7 @@ impl<B: StorageBackend> Store<B> {
                     break 'runs;
                 }
                 let from = match waiting {
-                    Waiting::Expired if !self.fronts.expired_look(open.id, Instant::now(), now) => continue,
+                    Waiting::Expired if !self.fronts.expired_look(open.id, worker, Instant::now(), now) => continue,
                     Waiting::Expired => None,
                     Waiting::Pending => self.fronts.claim(open.id, stage, wanted, Instant::now()),
                 };
@@ -112,9 +112,33 @@ impl<B: StorageBackend> Store<B> {
                 let jobs = self.backend.lease_jobs(&mut tx, &lease).await?;
                 match waiting {
                     Waiting::Expired if jobs.len() as i64 >= wanted => self.fronts.more_expired(open.id),
-                    Waiting::Expired => {}
+                    // Short: what is left may be open to other identities
+                    // only (this one voted on it, or failed it), and they
+                    // must not wait for the next look, which this identity
+                    // may take again (a job a fast worker voted on would
+                    // then wait for ever for a slow one).
+                    Waiting::Expired => {
+                        let left = self.backend.has_expired_leases(&mut tx, open.id, now).await?;
+                        self.fronts.looked_short(open.id, worker, left);
+                    }
                     Waiting::Pending => {
-                        self.fronts.scanned(open.id, stage, from, jobs.iter().map(|job| job.id), Instant::now())
+                        self.fronts.scanned(open.id, stage, from, jobs.iter().map(|job| job.id), Instant::now());
+                        // A scan from the first pending job is the one way
+                        // to a job put back that the fronts do not know of
+                        // (after a requeue, a restart, another
+                        // coordinator): if it passed one (its identity
+                        // voted on it or failed it), the next leases start
+                        // there, or the identity that takes the next full
+                        // scan may pass it again, and again (found by the
+                        // state-machine proptest).
+                        if from.is_none() {
+                            let below = jobs.iter().map(|job| job.id).max().unwrap_or(JobId::MAX);
+                            if let Some(passed) =
+                                self.backend.first_pending_below(&mut tx, open.id, stage, below).await?
+                            {
+                                self.fronts.put_back(open.id, passed, Instant::now());
+                            }
+                        }
                     }
                 }
                 if !jobs.is_empty() {
