@@ -722,6 +722,10 @@ pub trait QueueStorage: Transactions {
     async fn open_runs(&self, tx: Option<&mut Self::Tx>, run: Option<RunId>) -> Result<Vec<OpenRun>, StoreError>;
     /// How many unexpired leases the identity holds at `now`.
     async fn held_leases(&self, tx: &mut Self::Tx, worker: &str, now: i64) -> Result<i64, StoreError>;
+    /// How many jobs the identity holds in the leased state, expired or
+    /// not, as a trigger counts them (migration `owner_leases`): a few
+    /// rows to read, and never fewer than [`Self::held_leases`].
+    async fn leases_counted(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;
     /// Leases up to `wanted` jobs of one run that are [`Waiting`] and
     /// [`OpenTo`] the identity, in id order, skipping jobs other
     /// transactions hold: each takes a new attempt, a token

@@ -26,16 +26,16 @@ async fn postgres_backend() -> SqlBackend {
     SqlBackend::connect(&url).await.unwrap()
 }
 
-/// After every property of the suite, each run's leased jobs as the
-/// trigger of migration `run_leases` counted them are the jobs in the
-/// leased state: every way the suite moves a job into or out of its lease
+/// After every property of the suite, each run's and each identity's
+/// leased jobs as the triggers of migrations `run_leases` and
+/// `owner_leases` counted them are the jobs in the leased state: every way the suite moves a job into or out of its lease
 /// (leases, reports, failures, expiries, recounts, requeues, quarantines,
 /// cancelled runs) keeps the count.
 async fn the_lease_counts_agree_with_the_jobs(scheme: &str) {
     sqlx::any::install_default_drivers();
     let opened: Vec<String> = OPENED.lock().unwrap().iter().filter(|url| url.starts_with(scheme)).cloned().collect();
     assert!(!opened.is_empty());
-    let mut runs = 0;
+    let (mut runs, mut owners_seen) = (0, 0);
     for url in opened {
         use sqlx::Connection;
         let mut connection = sqlx::AnyConnection::connect(&url).await.unwrap();
@@ -51,9 +51,23 @@ async fn the_lease_counts_agree_with_the_jobs(scheme: &str) {
         runs += disagreeing.len();
         let disagreeing: Vec<_> = disagreeing.into_iter().filter(|(_, jobs, counted)| jobs != counted).collect();
         assert!(disagreeing.is_empty(), "{url}: (run, leased jobs, counted) {disagreeing:?}");
+        // And each identity's, as the trigger of migration `owner_leases`
+        // counted them, expired or not.
+        let mut by_owner = Vec::new();
+        for sql in [
+            "SELECT lease_owner, COUNT(*) FROM jobs WHERE state = 'leased' GROUP BY lease_owner",
+            "SELECT owner, CAST(SUM(leased) AS BIGINT) FROM owner_leases GROUP BY owner",
+        ] {
+            let rows: Vec<(String, i64)> = sqlx::query_as(sql).fetch_all(&mut connection).await.unwrap();
+            by_owner.push(rows.into_iter().filter(|(_, n)| *n != 0).collect::<std::collections::BTreeMap<_, _>>());
+        }
+        let (leased, counted) = (&by_owner[0], &by_owner[1]);
+        assert_eq!(counted, leased, "{url}: each identity's leased jobs as the trigger counted them");
+        owners_seen += leased.len();
         connection.close().await.unwrap();
     }
     assert!(runs > 0, "the suite made runs");
+    assert!(owners_seen > 0, "the suite left leases held");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

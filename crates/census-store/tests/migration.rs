@@ -132,6 +132,8 @@ async fn a_previous_database_migrates_and_resumes(url: &str, direct: &str, backe
     // The job leased before the migration is counted leased (migration
     // `run_leases` counts what it finds).
     assert_eq!((progress.leased, progress.pending), (1, 219), "{progress:?}");
+    // And counted as its identity's (migration `owner_leases`).
+    assert_eq!(leases_counted(direct).await, vec![("old-worker".to_string(), 1)]);
     assert_eq!(progress.cost_per_second, progress.jobs_per_second, "{progress:?}");
     // The speed is over the last minute's results: unless this machine took
     // most of a minute to get here, they are all in it.
@@ -163,6 +165,21 @@ async fn a_previous_database_migrates_and_resumes(url: &str, direct: &str, backe
     assert_eq!(total.answer.unwrap().to_string(), N0);
     let progress = store.progress(2).await.unwrap();
     assert_eq!((progress.cost_done, progress.leased), (440, 0), "{progress:?}");
+    // The expired lease taken over moved from its old identity to the new.
+    assert_eq!(leases_counted(direct).await, vec![("new-worker".to_string(), 0), ("old-worker".to_string(), 0)]);
+}
+
+/// Each identity's leased jobs as the trigger of migration `owner_leases`
+/// counted them, by identity.
+async fn leases_counted(direct: &str) -> Vec<(String, i64)> {
+    let mut connection = sqlx::AnyConnection::connect(direct).await.unwrap();
+    let counted =
+        sqlx::query_as("SELECT owner, CAST(SUM(leased) AS BIGINT) FROM owner_leases GROUP BY owner ORDER BY owner")
+            .fetch_all(&mut connection)
+            .await
+            .unwrap();
+    connection.close().await.unwrap();
+    counted
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -178,6 +178,24 @@ async fn check(store: &Arc<dyn JobStore>, run: i64, path: &std::path::Path) {
             .fetch_one(&mut connection)
             .await
             .unwrap();
+        // And each identity's, as the lease's cap reads them first.
+        let owners: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT o.owner, o.counted, (SELECT COUNT(*) FROM jobs j WHERE j.state = 'leased' AND j.lease_owner = o.owner)
+             FROM (SELECT owner, SUM(leased) AS counted FROM owner_leases GROUP BY owner) o",
+        )
+        .fetch_all(&mut connection)
+        .await
+        .unwrap();
+        for (owner, counted, leased) in owners {
+            assert_eq!(counted, leased, "{owner}'s leased jobs as the trigger counted them");
+        }
+        let uncounted: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND lease_owner NOT IN (SELECT owner FROM owner_leases)",
+        )
+        .fetch_one(&mut connection)
+        .await
+        .unwrap();
+        assert_eq!(uncounted, 0, "every leased job's identity has a count");
         connection.close().await.unwrap();
         leased
     };

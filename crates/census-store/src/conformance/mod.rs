@@ -103,6 +103,7 @@ properties!(
     store::quarantine_recounts_every_result_of_the_identity,
     store::quarantine_discards_the_identitys_votes,
     store::the_lease_cap_holds_under_concurrent_calls with capped,
+    store::a_worker_whose_leases_expired_is_under_its_cap_again with capped,
     store::redundant_runs_need_distinct_agreeing_workers,
     store::bad_input_gets_a_typed_error,
     store::a_forged_job_list_never_folds,

@@ -375,6 +375,23 @@ pub(super) async fn the_lease_cap_holds_under_concurrent_calls(store: Arc<dyn Jo
     assert_eq!(store.lease(Some(run), "other", 50, TTL).await.unwrap().len(), 50, "the cap is per identity");
 }
 
+/// A worker at its cap whose leases expired leases again: the cap counts
+/// the leases it holds now, not the jobs still marked as its leases until
+/// another identity takes them over (which the lease reads first, from a
+/// count a trigger keeps), and each report makes room again.
+pub(super) async fn a_worker_whose_leases_expired_is_under_its_cap_again(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
+    assert_eq!(store.lease(Some(run), "slow", 50, Duration::from_millis(1)).await.unwrap().len(), 50);
+    // Past the 1 ms TTL on the store's millisecond clock, however slow the machine.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let again = store.lease(Some(run), "slow", 50, TTL).await.unwrap();
+    assert_eq!(again.len(), 50, "expired leases are not held");
+    assert!(store.lease(Some(run), "slow", 1, TTL).await.unwrap().is_empty(), "and now it is at its cap");
+    let reports: Vec<Completion> = again[..10].iter().map(|l| completion(l, "slow", true_count(l))).collect();
+    store.complete_many(&reports).await.unwrap();
+    assert_eq!(store.lease(Some(run), "slow", 50, TTL).await.unwrap().len(), 10, "each report makes room");
+}
+
 pub(super) async fn redundant_runs_need_distinct_agreeing_workers(store: Arc<dyn JobStore>) {
     let run = store.create_run(&spec(SMALL, 2), &jobs(SMALL)).await.unwrap();
     let a = store.lease(Some(run), "a", 100, TTL).await.unwrap();

@@ -95,6 +95,13 @@ impl QueueStorage for SqlBackend {
         .await?)
     }
 
+    async fn leases_counted(&self, tx: &mut SqlTx, worker: &str) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT CAST(COALESCE(SUM(leased), 0) AS BIGINT) FROM owner_leases WHERE owner = $1")
+            .bind(worker)
+            .fetch_one(&mut **tx)
+            .await?)
+    }
+
     async fn lease_jobs(&self, tx: &mut SqlTx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError> {
         // Expired leases along their own index, oldest first (migration
         // jobs_lease_expiry): a run's leased rows may be hundreds of

@@ -57,8 +57,19 @@ impl<B: StorageBackend> Store<B> {
         if self.backend.is_quarantined(Some(&mut tx), worker).await? {
             return Ok(Vec::new());
         }
-        let held = self.backend.held_leases(&mut tx, worker, now).await?;
-        let max = i64::from(max).min(i64::from(self.config.max_leases_per_worker) - held);
+        // The trigger's count includes expired leases not yet taken over,
+        // so it can only overstate what the identity holds: while it leaves
+        // room for `max`, so does the exact count, which reads an index
+        // entry for every job the identity leased within the last TTL
+        // (migration `owner_leases`). Only a worker near its cap pays it.
+        let cap = i64::from(self.config.max_leases_per_worker);
+        let max = i64::from(max);
+        let counted = self.backend.leases_counted(&mut tx, worker).await?;
+        let max = if counted + max <= cap {
+            max
+        } else {
+            max.min(cap - self.backend.held_leases(&mut tx, worker, now).await?)
+        };
         if max <= 0 {
             return Ok(Vec::new());
         }
