@@ -318,13 +318,13 @@ pub struct LeasedJob {
 }
 
 /// What [`QueueStorage::extend_leases`] extends: the leases of `worker`
-/// with these tokens, still held at `now`, of uncancelled runs, to
-/// `expires_at` but never past their start plus the longest lifetime (the
-/// larger of `max_lifetime_ms` and the run's own).
+/// with these tokens (each with the job it names), still held at `now`, of
+/// uncancelled runs, to `expires_at` but never past their start plus the
+/// longest lifetime (the larger of `max_lifetime_ms` and the run's own).
 #[derive(Debug, Clone, Copy)]
 pub struct ExtendLeases<'a> {
     pub worker: &'a str,
-    pub tokens: &'a [String],
+    pub leases: &'a [(JobId, &'a str)],
     pub now: i64,
     pub expires_at: i64,
     pub max_lifetime_ms: i64,

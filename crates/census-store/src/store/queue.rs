@@ -18,6 +18,19 @@ fn token_salt() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
+/// The job a lease token of the form the store issues names, if it is of
+/// that form.
+///
+/// ```text
+/// 0123456789abcdef0123456789abcdef-42-1  ->  Some(42)
+/// made-up                                ->  None
+/// ```
+fn job_of_token(token: &str) -> Option<JobId> {
+    let mut parts = token.rsplitn(3, '-');
+    let (_attempt, id, _salt) = (parts.next()?, parts.next()?, parts.next()?);
+    id.parse().ok()
+}
+
 impl<B: StorageBackend> Store<B> {
     /// The longest a lease of a run lives, heartbeated: the coordinator's
     /// limit, or the run's own (its census's `Census::longest_lease`,
@@ -206,9 +219,12 @@ impl<B: StorageBackend> Store<B> {
         ttl: Duration,
     ) -> Result<HeartbeatOutcome, StoreError> {
         let now = now_ms();
+        // A token that names no job was never a lease: lost, not looked for.
+        let leases: Vec<(JobId, &str)> =
+            tokens.iter().filter_map(|token| Some((job_of_token(token)?, token.as_str()))).collect();
         let extend = ExtendLeases {
             worker,
-            tokens,
+            leases: &leases,
             now,
             expires_at: now + ttl.as_millis() as i64,
             max_lifetime_ms: self.config.max_lease_lifetime.as_millis() as i64,
@@ -223,5 +239,20 @@ impl<B: StorageBackend> Store<B> {
             }
         }
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_names_its_job() {
+        let salt = token_salt();
+        assert_eq!(job_of_token(&format!("{salt}-42-1")), Some(42));
+        assert_eq!(job_of_token(&format!("{salt}-7-12")), Some(7));
+        for made_up in ["", "42", "42-1", "salt-x-1", "-1"] {
+            assert_eq!(job_of_token(made_up), None, "{made_up:?}");
+        }
     }
 }
