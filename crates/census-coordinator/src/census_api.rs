@@ -185,6 +185,7 @@ impl Coordinator {
             cost_total: progress.cost_total,
             cost_done: progress.cost_done,
             cost_per_second: progress.cost_per_second,
+            workers_total: progress.workers_total,
         })
     }
 }

@@ -816,7 +816,9 @@ pub trait AnswerStorage: Transactions {
     async fn rejections_in(&self, run: RunId) -> Result<i64, StoreError>;
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError>;
     /// Each identity's statistics in the run, by name.
-    async fn worker_stats(&self, run: RunId) -> Result<Vec<WorkerProgress>, StoreError>;
+    async fn worker_stats(&self, run: RunId, limit: u32) -> Result<Vec<WorkerProgress>, StoreError>;
+    /// How many identities have results for the run (rows of `worker_stats`).
+    async fn workers_of(&self, run: RunId) -> Result<i64, StoreError>;
     /// A page of the run's classes with their sums, in class order.
     async fn class_totals(&self, page: &ClassPage) -> Result<Vec<ClassTotal>, StoreError>;
     /// A page of the accepted counts of a run's done jobs.

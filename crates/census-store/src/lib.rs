@@ -292,8 +292,16 @@ pub struct Progress {
     pub cost_per_second: f64,
     /// The cost not yet done over the cost done a second.
     pub eta: Option<Duration>,
+    /// The identities with the most results for the run, most jobs first,
+    /// at most [`WORKERS_LISTED`]: a poll of a run of 10,000 workers is not
+    /// 10,000 lines (SQL's `worker_stats` has them all).
     pub workers: Vec<WorkerProgress>,
+    /// How many identities have results for the run.
+    pub workers_total: u64,
 }
+
+/// The most identities [`Progress::workers`] lists.
+pub const WORKERS_LISTED: u32 = 100;
 
 impl Progress {
     /// The share of the run's expected cost done, 0 to 1 (1 for a run of

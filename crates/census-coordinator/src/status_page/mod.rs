@@ -76,7 +76,9 @@ struct RunJson {
     terms: Vec<(String, String)>,
     weighted_sum: String,
     quarantined: Vec<String>,
+    /// The workers with the most jobs, at most 100 (`Progress::workers`).
     workers: Vec<WorkerJson>,
+    workers_total: u64,
     classes: Vec<ClassJson>,
     classes_total: usize,
 }
@@ -186,6 +188,7 @@ async fn status_json(coordinator: &Arc<Coordinator>, headers: HeaderMap) -> Resu
                     last_seen_unix: w.last_seen_unix,
                 })
                 .collect(),
+            workers_total: progress.workers_total,
             classes: lines
                 .into_iter()
                 .map(|c| ClassJson {

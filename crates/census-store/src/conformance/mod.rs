@@ -105,6 +105,7 @@ properties!(
     store::the_lease_cap_holds_under_concurrent_calls with capped,
     store::a_worker_whose_leases_expired_is_under_its_cap_again with capped,
     store::redundant_runs_need_distinct_agreeing_workers,
+    store::progress_lists_the_busiest_workers_and_counts_them_all,
     store::bad_input_gets_a_typed_error,
     store::a_forged_job_list_never_folds,
     store::progress_reports_the_speed_of_many_recent_results,

@@ -392,6 +392,32 @@ pub(super) async fn a_worker_whose_leases_expired_is_under_its_cap_again(store: 
     assert_eq!(store.lease(Some(run), "slow", 50, TTL).await.unwrap().len(), 10, "each report makes room");
 }
 
+/// Progress lists the identities with the most jobs, at most
+/// [`crate::WORKERS_LISTED`], and says how many there are: a poll of a run
+/// of 10,000 workers is not 10,000 lines.
+pub(super) async fn progress_lists_the_busiest_workers_and_counts_them_all(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
+    let listed = crate::WORKERS_LISTED as usize;
+    let report = |worker: String| {
+        let store = store.clone();
+        async move {
+            let lease = store.lease(Some(run), &worker, 1, TTL).await.unwrap().remove(0);
+            store.complete(&completion(&lease, &worker, true_count(&lease))).await.unwrap();
+        }
+    };
+    for n in 0..=listed {
+        report(format!("w{n:03}")).await;
+    }
+    // The last by name has the most jobs.
+    report(format!("w{listed:03}")).await;
+    let progress = store.progress(run).await.unwrap();
+    assert_eq!((progress.workers_total, progress.workers.len()), (listed as u64 + 1, listed));
+    let first = &progress.workers[0];
+    assert_eq!((first.worker.clone(), first.jobs), (format!("w{listed:03}"), 2), "most jobs first");
+    let rest: Vec<String> = progress.workers[1..].iter().map(|w| w.worker.clone()).collect();
+    assert_eq!(rest, (0..listed - 1).map(|n| format!("w{n:03}")).collect::<Vec<_>>(), "then by name");
+}
+
 pub(super) async fn redundant_runs_need_distinct_agreeing_workers(store: Arc<dyn JobStore>) {
     let run = store.create_run(&spec(SMALL, 2), &jobs(SMALL)).await.unwrap();
     let a = store.lease(Some(run), "a", 100, TTL).await.unwrap();

@@ -225,12 +225,13 @@ impl AnswerStorage for SqlBackend {
         Ok(RecentResults { results: row.results, cost: row.cost, oldest: row.oldest })
     }
 
-    async fn worker_stats(&self, run: RunId) -> Result<Vec<WorkerProgress>, StoreError> {
+    async fn worker_stats(&self, run: RunId, limit: u32) -> Result<Vec<WorkerProgress>, StoreError> {
         let rows: Vec<WorkerRow> = sqlx::query_as(
             "SELECT worker, jobs, CAST(completions AS TEXT) AS completions, last_seen FROM worker_stats
-             WHERE run_id = $1 ORDER BY worker",
+             WHERE run_id = $1 ORDER BY jobs DESC, worker LIMIT $2",
         )
         .bind(run)
+        .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter()
@@ -243,6 +244,13 @@ impl AnswerStorage for SqlBackend {
                 })
             })
             .collect()
+    }
+
+    async fn workers_of(&self, run: RunId) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM worker_stats WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&self.pool)
+            .await?)
     }
 
     async fn class_totals(&self, page: &ClassPage) -> Result<Vec<ClassTotal>, StoreError> {

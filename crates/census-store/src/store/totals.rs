@@ -310,7 +310,8 @@ impl<B: StorageBackend> Store<B> {
         if progress.cost_per_second > 0.0 && remaining > 0 {
             progress.eta = Some(Duration::from_secs_f64(remaining as f64 / progress.cost_per_second));
         }
-        progress.workers = self.backend.worker_stats(run).await?;
+        progress.workers = self.backend.worker_stats(run, crate::WORKERS_LISTED).await?;
+        progress.workers_total = self.backend.workers_of(run).await? as u64;
         Ok(progress)
     }
 

@@ -147,6 +147,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             // 72 x a class's seed sum).
             println!("  worker {}: {} jobs", worker.worker_id, thousands(&worker.jobs));
         }
+        // A coordinator lists the workers with the most jobs, not all.
+        if progress.workers_total > progress.workers.len() as u64 {
+            println!(
+                "  ... {} workers in all (the {} with the most jobs above; SQL's worker_stats has all)",
+                thousands(&progress.workers_total),
+                progress.workers.len()
+            );
+        }
         // One more than are listed, to know whether there are more: a run
         // may have 10^6 classes.
         const LISTED: u32 = 100;
