@@ -15,12 +15,37 @@ fn census() -> Command {
     command
 }
 
-fn temp_db(name: &str) -> String {
-    let path = std::env::temp_dir().join(format!("census-e2e-{}-{name}.db", std::process::id()));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+/// An SQLite file for one test, new, and removed with its WAL files when
+/// the test passes (kept for a look when it fails): a suite run again and
+/// again must not fill the disk (a run of it left about 300 MB before).
+struct TempDb(String);
+
+impl std::ops::Deref for TempDb {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
     }
-    path.display().to_string()
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            remove_db_files(&self.0);
+        }
+    }
+}
+
+fn remove_db_files(path: &str) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{path}{suffix}"));
+    }
+}
+
+fn temp_db(name: &str) -> TempDb {
+    let path = std::env::temp_dir().join(format!("census-e2e-{}-{name}.db", std::process::id()));
+    let path = path.display().to_string();
+    remove_db_files(&path);
+    TempDb(path)
 }
 
 fn free_port() -> u16 {
@@ -116,7 +141,7 @@ fn census_run_counts_other_kinds_on_sqlite() {
 #[test]
 fn census_run_counts_by_layers_next_to_its_file() {
     let db = temp_db("layers");
-    let beside = std::path::Path::new(&db).with_extension("layers");
+    let beside = std::path::Path::new(&*db).with_extension("layers");
     let _ = std::fs::remove_dir_all(&beside);
     let output = census()
         .args(["run", "--database", &db, "--census", "layers boxes=2x3 shards=2 parts=3", "--workers", "2", "-q"])
@@ -289,6 +314,8 @@ struct Cluster {
     port: u16,
     children: Vec<Child>,
     secrets: std::path::PathBuf,
+    /// Its SQLite file, if it has one: removed after the children are.
+    database_file: Option<TempDb>,
 }
 
 impl Cluster {
@@ -296,13 +323,25 @@ impl Cluster {
         Cluster::on(census_testpg::fresh_database())
     }
 
+    fn on_file(database: TempDb) -> Cluster {
+        let mut cluster = Cluster::on(database.to_string());
+        cluster.database_file = Some(database);
+        cluster
+    }
+
     fn on(database_url: String) -> Cluster {
         let port = free_port();
         let secrets = std::env::temp_dir().join(format!("census-e2e-secrets-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&secrets);
         std::fs::create_dir_all(&secrets).unwrap();
-        let cluster =
-            Cluster { database_url, address: format!("127.0.0.1:{port}"), port, children: Vec::new(), secrets };
+        let cluster = Cluster {
+            database_url,
+            address: format!("127.0.0.1:{port}"),
+            port,
+            children: Vec::new(),
+            secrets,
+            database_file: None,
+        };
         cluster.create_token("operator", "ops");
         cluster
     }
@@ -1207,9 +1246,6 @@ fn the_progress_line_is_right_for_every_kind() {
         assert!(status.contains("(provisional: the run is not finished)"), "{status}");
         assert!(status.contains(&format!("{census_text}: weighted sum so far = ")), "{status}");
         assert!(!status.contains("N0") && !status.contains("completions counted"), "{status}");
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{db}{suffix}"));
-        }
     }
 }
 
@@ -1233,7 +1269,7 @@ fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
 /// polls watched (0.2 s to 2 s apart).
 #[test]
 fn an_idle_worker_is_quiet_after_its_run_is_finished() {
-    let mut cluster = Cluster::on(temp_db("idle-worker"));
+    let mut cluster = Cluster::on_file(temp_db("idle-worker"));
     let metrics_port = free_port();
     let metrics = format!("127.0.0.1:{metrics_port}");
     cluster.children.push(cluster.coordinator(&[
@@ -1278,7 +1314,7 @@ fn an_idle_worker_is_quiet_after_its_run_is_finished() {
 /// its partial sum, in `census status --json` or the status page's JSON.
 #[test]
 fn reads_name_the_reader_role_and_a_partial_sum_is_no_answer() {
-    let mut cluster = Cluster::on(temp_db("reads"));
+    let mut cluster = Cluster::on_file(temp_db("reads"));
     let http_port = free_port();
     cluster.children.push(cluster.coordinator(&["--stage", "44", "--http-listen", &format!("127.0.0.1:{http_port}")]));
     cluster.wait_until_serving();
@@ -1364,7 +1400,7 @@ fn shape_boxes_3x3_is_the_9x9_count_and_says_so() {
 /// job is over.
 #[test]
 fn a_lost_lease_is_logged_once() {
-    let mut cluster = Cluster::on(temp_db("lost-once"));
+    let mut cluster = Cluster::on_file(temp_db("lost-once"));
     let metrics_port = free_port();
     let metrics = format!("127.0.0.1:{metrics_port}");
     let coordinator = ["--census", "essentially-different", "--lease-ttl", "1", "--metrics-listen", &metrics];
