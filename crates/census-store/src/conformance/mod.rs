@@ -102,6 +102,7 @@ properties!(
     store::one_identity_failing_every_job_cannot_stall_a_run,
     store::quarantine_recounts_every_result_of_the_identity,
     store::quarantine_discards_the_identitys_votes,
+    store::reports_of_many_callers_at_once_are_each_answered_as_their_own,
     store::the_lease_cap_holds_under_concurrent_calls with capped,
     store::a_worker_whose_leases_expired_is_under_its_cap_again with capped,
     store::redundant_runs_need_distinct_agreeing_workers,

@@ -375,6 +375,71 @@ pub(super) async fn the_lease_cap_holds_under_concurrent_calls(store: Arc<dyn Jo
     assert_eq!(store.lease(Some(run), "other", 50, TTL).await.unwrap().len(), 50, "the cap is per identity");
 }
 
+/// Reports of many callers at once (which a store may write together,
+/// in one transaction) are each answered as if written alone: every
+/// caller gets its own answers, in its own order, a refused report
+/// refuses nothing else, and the run ends with the exact answer.
+pub(super) async fn reports_of_many_callers_at_once_are_each_answered_as_their_own(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
+    let mut batches = Vec::new();
+    for w in 0..20 {
+        let worker = format!("caller-{w}");
+        let leases = store.lease(Some(run), &worker, 22, TTL).await.unwrap();
+        assert_eq!(leases.len(), 22);
+        batches.push((worker, leases));
+    }
+    let mut reports: Vec<Vec<Completion>> = batches
+        .iter()
+        .map(|(worker, leases)| leases.iter().map(|l| completion(l, worker, true_count(l))).collect())
+        .collect();
+    // caller-1: a made-up token; caller-2: a count an independent check
+    // refutes; caller-3: a job twice; caller-4: a job caller-5 holds.
+    reports[1][0].token = "made-up".into();
+    let checked = reports[2][5].count;
+    reports[2][5] = Completion { checked_count: Some(checked), count: checked + 1, ..reports[2][5].clone() };
+    let twice = reports[3][7].clone();
+    reports[3].push(twice);
+    let foreign = Completion { worker: "caller-4".into(), ..reports[5][3].clone() };
+    reports[4].push(foreign);
+    let calls: Vec<_> = reports
+        .iter()
+        .map(|batch| {
+            let (store, batch) = (store.clone(), batch.clone());
+            tokio::spawn(async move { store.complete_many(&batch).await.unwrap() })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for call in calls {
+        answers.push(call.await.unwrap());
+    }
+    for (w, answer) in answers.iter().enumerate() {
+        assert_eq!(answer.len(), reports[w].len(), "caller-{w}: one answer a report");
+        for (i, outcome) in answer.iter().enumerate() {
+            let job = reports[w][i].job_id;
+            match (w, i) {
+                (1, 0) | (4, 22) => {
+                    assert!(matches!(outcome, Err(StoreError::StaleToken { .. })), "caller-{w}: {outcome:?}")
+                }
+                (2, 5) => assert!(matches!(outcome, Err(StoreError::Rejected { .. })), "caller-{w}: {outcome:?}"),
+                (3, 22) => {
+                    assert_eq!(outcome.as_ref().unwrap(), &CompleteOutcome::AlreadyDone, "caller-{w}, job {job}")
+                }
+                _ => assert_eq!(outcome.as_ref().unwrap(), &CompleteOutcome::Recorded, "caller-{w}, job {job}"),
+            }
+        }
+    }
+    let progress = store.progress(run).await.unwrap();
+    assert_eq!((progress.done, progress.pending, progress.leased, progress.rejected), (438, 1, 1, 1));
+    // The job with the made-up token is still caller-1's; the refuted one is anyone's.
+    let (_, held) = &batches[1];
+    let right = completion(&held[0], "caller-1", true_count(&held[0]));
+    assert_eq!(store.complete(&right).await.unwrap(), CompleteOutcome::Recorded);
+    drain(&*store, run, "last").await;
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.answer.unwrap().to_string(), "6670903752021072936960");
+}
+
 /// A worker at its cap whose leases expired leases again: the cap counts
 /// the leases it holds now, not the jobs still marked as its leases until
 /// another identity takes them over (which the lease reads first, from a

@@ -1,4 +1,5 @@
-//! Completions: a batch of reports, in one transaction, as load -> decide
+//! Completions: a batch of reports (one caller's, or a group of callers',
+//! `groups.rs`), in one transaction, as load -> decide
 //! -> apply. [`Store::load_jobs`] reads the batch's jobs (locked) and the
 //! votes of their round; [`plan_batch`] decides every report (the rules,
 //! `decision.rs`); [`Store::apply_plan`] writes the plan with the backend's
@@ -8,12 +9,81 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::decision::{BatchPlan, JobView, Offence, plan_batch, quarantine_reason};
+use super::groups::{Answer, Waiting};
 use super::totals::VerifiedFinal;
 use super::{Store, now_ms};
 use crate::backend::{JobState, Rejection, ResultOutcome, StorageBackend};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
 
 impl<B: StorageBackend> Store<B> {
+    /// Writes `completions` in one transaction, together with the reports
+    /// of other callers that wait meanwhile (`groups.rs`); this caller's
+    /// answers, as if its reports had been written alone.
+    pub(super) async fn complete_in_group(&self, completions: &[Completion]) -> Answer {
+        let abandoned = |_| Err(StoreError::Internal("the transaction writing these reports was abandoned".into()));
+        let mut answer = self.report_groups.wait(completions.to_vec());
+        loop {
+            tokio::select! {
+                biased;
+                answered = &mut answer => return answered.unwrap_or_else(abandoned),
+                permit = self.report_groups.transactions.acquire() => {
+                    let _permit = permit.expect("the report transactions' semaphore is never closed");
+                    let group = self.report_groups.take();
+                    if group.is_empty() {
+                        // Another transaction took this caller's reports.
+                        drop(_permit);
+                        return answer.await.unwrap_or_else(abandoned);
+                    }
+                    self.write_group(group).await;
+                }
+            }
+        }
+    }
+
+    /// Writes a group of callers' reports in one transaction and answers
+    /// each caller; if that transaction fails, each caller's alone.
+    async fn write_group(&self, mut group: Vec<Waiting>) {
+        if group.len() == 1 {
+            let alone = group.pop().expect("one caller");
+            let _ = alone.reply.send(self.complete_batch(&alone.completions).await);
+            return;
+        }
+        let all: Vec<Completion> = group.iter().flat_map(|w| w.completions.iter().cloned()).collect();
+        match self.complete_batch(&all).await {
+            Ok(mut outcomes) => {
+                for waiting in group {
+                    let rest = outcomes.split_off(waiting.completions.len());
+                    let _ = waiting.reply.send(Ok(std::mem::replace(&mut outcomes, rest)));
+                }
+            }
+            // The database was unreachable, its pool exhausted, or the
+            // transaction lost a race: nothing a caller sent, and each
+            // caller's own transaction would most likely fail the same way,
+            // one after the other while the group's permit waits. Every
+            // caller is told at once, and tries again as it would alone.
+            Err(error) if error.is_retryable() => {
+                tracing::debug!(%error, callers = group.len(), "a group of reports failed; every caller may try again");
+                let message = format!("the transaction writing these reports with others' failed: {}", error.report());
+                let mut group = group.into_iter();
+                if let Some(first) = group.next() {
+                    let _ = first.reply.send(Err(error));
+                }
+                for waiting in group {
+                    let _ = waiting.reply.send(Err(StoreError::Unavailable(sqlx::Error::Protocol(message.clone()))));
+                }
+            }
+            // Anything else may be one caller's doing (the run's last job
+            // failing its fold): each caller's reports alone.
+            Err(error) => {
+                tracing::debug!(%error, callers = group.len(), "a group of reports failed; writing each caller's alone");
+                for waiting in group {
+                    let _ = waiting.reply.send(self.complete_batch(&waiting.completions).await);
+                }
+            }
+        }
+    }
+
+    /// Writes `completions` in one transaction: load, decide, apply.
     pub(super) async fn complete_batch(
         &self,
         completions: &[Completion],

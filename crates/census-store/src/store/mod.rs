@@ -7,7 +7,8 @@
 //! answers (`totals`), recounts, failures, requeues and quarantine
 //! reaching back (`remedies`), the open stage of a run of stages and what
 //! a stage accepted (`stages`), tokens (`tokens`). A batch of reports is
-//! load -> decide -> apply in one transaction (`completion`).
+//! load -> decide -> apply in one transaction (`completion`), with the
+//! reports of other callers that waited meanwhile (`groups`).
 //!
 //! This file holds the store, its caches, and the trait's table of contents.
 
@@ -15,6 +16,7 @@ mod completion;
 mod decision;
 mod fencing;
 mod fronts;
+mod groups;
 mod queue;
 mod remedies;
 mod runs;
@@ -60,6 +62,8 @@ pub struct Store<B> {
     verified_finals: Mutex<HashMap<RunId, totals::VerifiedFinal>>,
     /// Where each run's fresh pending jobs begin, for the lease scan.
     fronts: fronts::QueueFronts,
+    /// Reports waiting to be written together (`groups`).
+    report_groups: groups::ReportGroups,
 }
 
 fn now_ms() -> i64 {
@@ -86,6 +90,7 @@ impl<B: StorageBackend> Store<B> {
             finished: Mutex::new(Vec::new()),
             verified_finals: Mutex::new(HashMap::new()),
             fronts: fronts::QueueFronts::default(),
+            report_groups: groups::ReportGroups::default(),
         };
         store.reopen_quarantined_results().await?;
         Ok(store)
@@ -135,7 +140,7 @@ impl<B: StorageBackend> JobStore for Store<B> {
         &self,
         completions: &[Completion],
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
-        self.complete_batch(completions).await
+        self.complete_in_group(completions).await
     }
 
     async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
