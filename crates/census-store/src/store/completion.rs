@@ -41,7 +41,9 @@ impl<B: StorageBackend> Store<B> {
     }
 
     /// Writes a group of callers' reports in one transaction and answers
-    /// each caller; if that transaction fails, each caller's alone.
+    /// each caller. If that transaction fails for a reason that may pass,
+    /// every caller is told to try again; otherwise each caller's reports
+    /// are written alone.
     async fn write_group(&self, mut group: Vec<Waiting>) {
         if group.len() == 1 {
             let alone = group.pop().expect("one caller");
