@@ -26,7 +26,31 @@ impl Api {
     /// recorded against the sender. One outcome a completion, in order.
     /// The call leaves its admission slot while its results are counted
     /// again, which uses no connection and may take long.
+    ///
+    /// All of it runs in a task of its own, which keeps the call's slot:
+    /// once begun, a report is checked and written to its end even if the
+    /// caller goes away (its deadline passes), and a repeated report finds
+    /// it recorded. A run's last batch folds the whole run in its
+    /// transaction, longer than a worker's call may take at 10^7 jobs;
+    /// cancelled with the call, it was rolled back and begun again by every
+    /// retry. And at a congested coordinator every caller's deadline passed
+    /// while the reports before its own were counted again: each retry began
+    /// again at the back, and nothing was recorded at all (BENCHMARKS.md,
+    /// "A run that stops at 10,000 workers").
     async fn record(
+        &self,
+        caller: &Caller,
+        admitted: &Admitted,
+        completions: Vec<Completion>,
+    ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, Status> {
+        let (coordinator, caller, admitted) = (self.0.clone(), caller.clone(), admitted.clone());
+        let recording =
+            tokio::spawn(async move { Api(coordinator).record_to_the_end(&caller, &admitted, completions).await });
+        recording.await.map_err(|e| Status::internal(format!("recording the results panicked: {e}")))?
+    }
+
+    /// [`Api::record`]'s work, whoever waits for it.
+    async fn record_to_the_end(
         &self,
         caller: &Caller,
         admitted: &Admitted,
@@ -55,25 +79,10 @@ impl Api {
         let mut checked = if held.is_empty() { held } else { admitted.outside(self.0.validate(caller, held)).await? };
         checked.append(&mut late);
         held_at.append(&mut late_at);
-        // The batch is recorded by a task of its own, which keeps the call's
-        // slot: once begun, its transaction runs to its end even if the
-        // caller goes away (its deadline passes). A run's last batch folds
-        // the whole run in its transaction, longer than a worker's call may
-        // take at 10^7 jobs; cancelled with the call, it was rolled back and
-        // begun again by every retry. A repeated report finds it recorded.
-        let (coordinator, slot) = (self.0.clone(), admitted.clone());
-        let recording = tokio::spawn(async move {
-            let _slot = slot;
-            let recorded = coordinator.store.complete_many(&checked).await?;
-            if recorded.iter().any(|o| matches!(o, Ok(CompleteOutcome::Recorded))) {
-                coordinator.announce_finished_runs().await;
-            }
-            Ok::<_, StoreError>(recorded)
-        });
-        let recorded = recording
-            .await
-            .map_err(|e| Status::internal(format!("recording the results panicked: {e}")))?
-            .map_err(status_of)?;
+        let recorded = self.0.store.complete_many(&checked).await.map_err(status_of)?;
+        if recorded.iter().any(|o| matches!(o, Ok(CompleteOutcome::Recorded))) {
+            self.0.announce_finished_runs().await;
+        }
         for (i, outcome) in held_at.into_iter().zip(recorded) {
             outcomes[i] = Some(outcome);
         }
