@@ -6,16 +6,18 @@
 //! - the store fences first ([`census_store::JobStore::check_leases`]): only a
 //!   result whose lease its sender holds is counted again, and a made-up
 //!   token is recorded against the sender (toward quarantine);
-//! - every recount takes a permit of its identity (so one identity cannot
+//! - recounts run in slices of at most [`SLICE`] (or one recount, if
+//!   longer), each under a permit of its identity (so one identity cannot
 //!   take every thread) and then one of the coordinator (so all of them
 //!   together cannot take more than the configured threads);
 //! - at shutdown no new recount starts and waiting requests end at once with
 //!   UNAVAILABLE; recounts already running are not waited for (the process
 //!   stops its runtime with a timeout).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use census_math::census::{Census, JobCounter};
 use census_store::Completion;
@@ -26,6 +28,21 @@ use tonic::Status;
 
 use crate::auth::Caller;
 use crate::{Coordinator, status_of};
+
+/// How long a runner keeps its permits for the recounts of one report
+/// before it gives them back and queues again. Cheap recounts (a synthetic
+/// job's, a small shape's) run many to a permit, so a report is not
+/// queued once a result behind every other report's; a recount longer
+/// than this still takes its permits alone, so another identity waits at
+/// most one slice and one recount for a thread.
+const SLICE: Duration = Duration::from_millis(20);
+
+/// A result to count again: where it stands in its report, and its census.
+struct Recount {
+    position: usize,
+    completion: Completion,
+    census: Census,
+}
 
 /// The counter that checks a census's results, and whether it is another
 /// algorithm than the one that counted them.
@@ -126,6 +143,33 @@ impl Checking {
             .clone()
     }
 
+    /// Takes recounts from `queue` until it is empty or [`SLICE`] has
+    /// passed, and counts each again (a blocking call).
+    fn recount_slice(&self, queue: &Mutex<VecDeque<Recount>>, only_independent: bool) -> Vec<(usize, Completion)> {
+        let started = Instant::now();
+        let mut recounted = Vec::new();
+        while started.elapsed() < SLICE {
+            let Some(Recount { position, mut completion, census }) = queue.lock().expect("never poisoned").pop_front()
+            else {
+                break;
+            };
+            if !self.cancel.load(Ordering::SeqCst) {
+                let checker = self.checker(census);
+                if !only_independent || checker.independent {
+                    self.recounted.fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!("census_results_recounted_total").increment(1);
+                    // Cancelled at shutdown, the request has already ended
+                    // UNAVAILABLE: this completion is never stored.
+                    if let Ok(count) = checker.counter.count_cancellable(&completion.key, &self.cancel) {
+                        completion.checked_count = Some(count);
+                    }
+                }
+            }
+            recounted.push((position, completion));
+        }
+        recounted
+    }
+
     /// Builds the checker of `census` ahead of its first result.
     pub(crate) fn prepare(&self, census: Census) {
         self.checker(census);
@@ -150,60 +194,45 @@ impl Coordinator {
         }
         let ids: Vec<i64> = completions.iter().map(|c| c.job_id).collect();
         let censuses = self.store.censuses_of(&ids).await.map_err(status_of)?;
-        let identity = self.checking.identity_permits(&caller.name);
-        let mut tasks = tokio::task::JoinSet::new();
         let count = completions.len();
-        for (position, mut completion) in completions.into_iter().enumerate() {
+        let mut checked: Vec<Option<Completion>> = (0..count).map(|_| None).collect();
+        let mut queue = VecDeque::new();
+        for (position, completion) in completions.into_iter().enumerate() {
             let census = censuses.get(&completion.job_id).copied();
             let fraction = census.map_or(1.0, |census| {
                 self.config.validate_fraction.unwrap_or_else(|| census.default_check().recount_fraction)
             });
-            let sampled = self.checking.sampled(fraction);
-            let (coordinator, identity) = (self.clone(), identity.clone());
-            tasks.spawn(async move {
-                let Some(census) = census.filter(|_| sampled) else { return (position, completion) };
-                let (Ok(mine), Ok(all)) =
-                    (identity.acquire_owned().await, coordinator.checking.all.clone().acquire_owned().await)
-                else {
-                    return (position, completion);
-                };
-                let counted = tokio::task::spawn_blocking(move || {
-                    // The permits are held until the count ends, even if the
-                    // request that wanted it is gone.
-                    let _permits = (mine, all);
-                    let checking = &coordinator.checking;
-                    if checking.cancel.load(Ordering::SeqCst) {
-                        return completion;
-                    }
-                    let checker = checking.checker(census);
-                    if only_independent && !checker.independent {
-                        return completion;
-                    }
-                    checking.recounted.fetch_add(1, Ordering::Relaxed);
-                    metrics::counter!("census_results_recounted_total").increment(1);
-                    // Cancelled at shutdown, the request has already ended
-                    // UNAVAILABLE: this completion is never stored.
-                    if let Ok(count) = checker.counter.count_cancellable(&completion.key, &checking.cancel) {
-                        completion.checked_count = Some(count);
-                    }
-                    completion
-                });
-                match counted.await {
-                    Ok(completion) => (position, completion),
-                    // A count that panicked is no count: the task's completion is lost with it.
-                    Err(error) => std::panic::resume_unwind(error.into_panic()),
-                }
-            });
+            match census.filter(|_| self.checking.sampled(fraction)) {
+                Some(census) => queue.push_back(Recount { position, completion, census }),
+                None => checked[position] = Some(completion),
+            }
+        }
+        // One runner a thread this identity may use, each taking the next
+        // recount from the report's queue: a report's recounts run as wide
+        // as its permits allow, in a few tasks and permits instead of one of
+        // each a result.
+        let runners = self.checking.threads_per_identity.min(queue.len());
+        let queue = Arc::new(Mutex::new(queue));
+        let identity = self.checking.identity_permits(&caller.name);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..runners {
+            let (coordinator, identity, queue) = (self.clone(), identity.clone(), queue.clone());
+            tasks.spawn(coordinator.run_recounts(identity, queue, only_independent));
         }
         let mut stopping = self.checking.stopping.subscribe();
         let gather = async {
-            let mut checked: Vec<Option<Completion>> = (0..count).map(|_| None).collect();
             while let Some(done) = tasks.join_next().await {
-                let (position, completion) =
-                    done.map_err(|e| Status::internal(format!("validating results failed: {e}")))?;
-                checked[position] = Some(completion);
+                let recounted = done.map_err(|e| Status::internal(format!("validating results failed: {e}")))?;
+                for (position, completion) in recounted {
+                    checked[position] = Some(completion);
+                }
             }
-            Ok(checked.into_iter().map(|c| c.expect("every task answers")).collect())
+            // A runner stops early only when the permits are closed, which
+            // they never are; a result left unchecked is never stored.
+            checked
+                .into_iter()
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| Status::unavailable("the coordinator could not check every result; report them again"))
         };
         tokio::select! {
             checked = gather => checked,
@@ -211,5 +240,109 @@ impl Coordinator {
                 Err(Status::unavailable("the coordinator is shutting down; report the results again to another"))
             }
         }
+    }
+
+    /// Counts again, within the permits, the results of `queue` that no
+    /// other runner of the report has taken, and gives them back with their
+    /// checked counts: a slice at a time ([`SLICE`]), each slice under one
+    /// permit of the identity and one of the coordinator, on a blocking
+    /// thread.
+    async fn run_recounts(
+        self: Arc<Self>,
+        identity: Arc<Semaphore>,
+        queue: Arc<Mutex<VecDeque<Recount>>>,
+        only_independent: bool,
+    ) -> Vec<(usize, Completion)> {
+        let mut recounted = Vec::new();
+        while !queue.lock().expect("never poisoned").is_empty() {
+            let (Ok(mine), Ok(all)) =
+                (identity.clone().acquire_owned().await, self.checking.all.clone().acquire_owned().await)
+            else {
+                break;
+            };
+            if queue.lock().expect("never poisoned").is_empty() {
+                // Another runner of the report took the rest while this one waited.
+                break;
+            }
+            let (coordinator, queue) = (self.clone(), queue.clone());
+            let slice = tokio::task::spawn_blocking(move || {
+                // The permits are held until the slice ends, even if the
+                // request that wanted it is gone.
+                let _permits = (mine, all);
+                coordinator.checking.recount_slice(&queue, only_independent)
+            });
+            match slice.await {
+                Ok(slice) => recounted.extend(slice),
+                // A count that panicked is no count: the report fails with it.
+                Err(error) => std::panic::resume_unwind(error.into_panic()),
+            }
+        }
+        recounted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(census: Census) -> Mutex<VecDeque<Recount>> {
+        let jobs = census.job_stream().expect("a synthetic census lists its jobs");
+        let queue = jobs
+            .enumerate()
+            .map(|(position, job)| Recount {
+                position,
+                completion: Completion {
+                    job_id: position as i64 + 1,
+                    token: String::new(),
+                    worker: "w".into(),
+                    key: job.key,
+                    counter_version: census.counter_version(),
+                    count: 0,
+                    elapsed: Duration::ZERO,
+                    checked_count: None,
+                },
+                census,
+            })
+            .collect();
+        Mutex::new(queue)
+    }
+
+    /// However many slices a report takes (a slow machine takes more), each
+    /// result comes back once, with its own count.
+    #[test]
+    fn every_result_of_a_report_comes_back_once_counted_again() {
+        let census: Census = "synthetic jobs=500 salt=7".parse().expect("a census");
+        let counter = census.checking_counter();
+        let checking = Checking::new(CheckingLimits { threads: 1, threads_per_identity: 1 }, Some(1));
+        let queue = queued(census);
+        let mut back = Vec::new();
+        while !queue.lock().unwrap().is_empty() {
+            let slice = checking.recount_slice(&queue, false);
+            assert!(!slice.is_empty(), "a slice counts at least one result");
+            back.extend(slice);
+        }
+        back.sort_by_key(|(position, _)| *position);
+        assert_eq!(back.iter().map(|(position, _)| *position).collect::<Vec<_>>(), (0..500).collect::<Vec<_>>());
+        for (_, completion) in &back {
+            assert_eq!(completion.checked_count, Some(counter.count(&completion.key).expect("a synthetic key")));
+        }
+        assert_eq!(checking.recounted(), 500);
+    }
+
+    /// After the stop no result is counted again; each still comes back,
+    /// unchecked, for a request that ends UNAVAILABLE and stores nothing.
+    #[test]
+    fn after_the_stop_results_come_back_unchecked() {
+        let census: Census = "synthetic jobs=40 salt=7".parse().expect("a census");
+        let checking = Checking::new(CheckingLimits { threads: 1, threads_per_identity: 1 }, Some(1));
+        checking.stop();
+        let queue = queued(census);
+        let mut back = Vec::new();
+        while !queue.lock().unwrap().is_empty() {
+            back.extend(checking.recount_slice(&queue, false));
+        }
+        assert_eq!(back.len(), 40);
+        assert!(back.iter().all(|(_, completion)| completion.checked_count.is_none()));
+        assert_eq!(checking.recounted(), 0);
     }
 }
