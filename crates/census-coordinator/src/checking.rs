@@ -207,6 +207,11 @@ impl Coordinator {
                 None => checked[position] = Some(completion),
             }
         }
+        if queue.is_empty() {
+            // Most reports of a sampled census (one result in a hundred is
+            // counted again): no task, no permit, no wait for the stop.
+            return Ok(checked.into_iter().map(|c| c.expect("every unsampled result is answered")).collect());
+        }
         // One runner a thread this identity may use, each taking the next
         // recount from the report's queue: a report's recounts run as wide
         // as its permits allow, in a few tasks and permits instead of one of
