@@ -25,9 +25,15 @@ impl Coordinator {
         let (reporter, health) = tonic_health::server::health_reporter();
         let watcher = tokio::spawn(watch_database(self.store.clone(), reporter));
         let gauges = tokio::spawn(publish_job_gauges(self.store.clone()));
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(census_proto::FILE_DESCRIPTOR_SET)
-            .build_v1()?;
+        // Both versions of reflection: grpcurl and current clients speak v1,
+        // Python's grpcio-reflection and older GUI clients only v1alpha, and
+        // a client refused one does not fall back to the other.
+        let reflection = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(census_proto::FILE_DESCRIPTOR_SET)
+        };
+        let reflection_v1 = reflection().build_v1()?;
+        let reflection_v1alpha = reflection().build_v1alpha()?;
         let mut builder = tonic::transport::Server::builder();
         if let Some(tls) = &self.config.tls {
             let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.certificate_pem, &tls.key_pem));
@@ -48,7 +54,8 @@ impl Coordinator {
         let served = builder
             .layer(authorize)
             .add_service(health)
-            .add_service(reflection)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
             .add_service(WorkerServiceServer::new(api.clone()))
             .add_service(CensusServiceServer::new(api))
             // TCP_NODELAY: without it every small reply waits for the

@@ -91,7 +91,8 @@ fn every_method_of_the_protocol_has_one_entry_and_no_entry_is_stale() {
     for (method, _) in POLICY {
         assert!(methods.iter().any(|(path, _)| path == method), "{method} is in auth::POLICY but not in the protocol");
     }
-    assert!(need_of("/census.v1.CensusService/NoSuchMethod").is_err(), "a method without an entry is refused");
+    let unknown = need_of("/census.v1.CensusService/NoSuchMethod").unwrap_err();
+    assert_eq!(unknown.code(), Code::Unimplemented, "a method without an entry is refused as one the server lacks");
     assert_eq!(need_of("/grpc.health.v1.Health/Check").unwrap(), None, "health is open");
 }
 
@@ -127,4 +128,66 @@ async fn every_method_refuses_every_role_it_does_not_allow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn public_read_opens_the_reads_and_nothing_else() {
     every_method_with_every_role(true).await;
+}
+
+/// The services a reflection client lists, without a credential, through
+/// `list_services` of either version of the protocol.
+async fn reflected_services(url: &str, alpha: bool) -> Vec<String> {
+    use tokio_stream::StreamExt as _;
+    use tonic_reflection::pb::{v1, v1alpha};
+    let channel = channel(url, None);
+    if alpha {
+        let mut client = v1alpha::server_reflection_client::ServerReflectionClient::new(channel);
+        let request = v1alpha::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(v1alpha::server_reflection_request::MessageRequest::ListServices(String::new())),
+        };
+        let mut answers = client.server_reflection_info(tokio_stream::iter([request])).await.unwrap().into_inner();
+        match answers.next().await.unwrap().unwrap().message_response.unwrap() {
+            v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list) => {
+                list.service.into_iter().map(|service| service.name).collect()
+            }
+            other => panic!("v1alpha answered list_services with {other:?}"),
+        }
+    } else {
+        let mut client = v1::server_reflection_client::ServerReflectionClient::new(channel);
+        let request = v1::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(String::new())),
+        };
+        let mut answers = client.server_reflection_info(tokio_stream::iter([request])).await.unwrap().into_inner();
+        match answers.next().await.unwrap().unwrap().message_response.unwrap() {
+            v1::server_reflection_response::MessageResponse::ListServicesResponse(list) => {
+                list.service.into_iter().map(|service| service.name).collect()
+            }
+            other => panic!("v1 answered list_services with {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_versions_of_reflection_list_the_services_without_a_credential() {
+    let (url, _) = start(false).await;
+    for alpha in [false, true] {
+        let services = reflected_services(&url, alpha).await;
+        for service in ["census.v1.WorkerService", "census.v1.CensusService"] {
+            assert!(services.iter().any(|name| name == service), "v1alpha {alpha}: {service} in {services:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_or_service_the_server_does_not_have_is_unimplemented() {
+    let (url, tokens) = start(false).await;
+    let operator = &tokens.iter().find(|(role, _)| *role == Role::Operator).unwrap().1;
+    for path in [
+        "/census.v1.CensusService/NoSuchMethod",
+        "/census.v2.CensusService/ListRuns",
+        "/grpc.reflection.v2.ServerReflection/Info",
+    ] {
+        for token in [None, Some(operator.as_str())] {
+            let code = call(channel(&url, token), path, false).await;
+            assert_eq!(code, Code::Unimplemented, "{path} with a token: {}", token.is_some());
+        }
+    }
 }
