@@ -404,45 +404,6 @@ fn counters_and_stages_are_described_alike_everywhere() {
 
 /// The README's command table lists every flag each long-running or
 /// operator command takes.
-#[test]
-fn the_readme_lists_every_flag() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let mut missing = Vec::new();
-    for command in ["run", "coordinator", "worker", "submit", "status", "verify"] {
-        let help = String::from_utf8_lossy(&census(&[command, "--help"]).stdout).into_owned();
-        // Aliases (`--database-url`) are for old scripts, not for the table.
-        let help: String = help
-            .lines()
-            .filter(|l| !l.contains("[alias: ") && !l.contains("[aliases: "))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let row = readme
-            .lines()
-            .find(|l| l.starts_with(&format!("| `census {command} ")))
-            .unwrap_or_else(|| panic!("no README row for {command}"));
-        for flag in help
-            .split_whitespace()
-            .filter(|w| w.starts_with("--"))
-            .map(|w| w.split(['=', '[', '<', ']', '`', ',', ')']).next().unwrap())
-        {
-            let flag = flag.trim_end_matches(',');
-            if ["--help", "--version"].contains(&flag) || CLIENT_FLAGS.contains(&flag) {
-                continue;
-            }
-            if !(row.contains(&format!("{flag} "))
-                || row.contains(&format!("{flag}]"))
-                || row.contains(&format!("{flag}`")))
-            {
-                missing.push(format!("{command} {flag}"));
-            }
-        }
-    }
-    assert!(missing.is_empty(), "README's command table lacks: {missing:?}");
-}
-
-/// Described once, under the table, for every client command.
-const CLIENT_FLAGS: [&str; 6] =
-    ["--token", "--token-file", "--tls-ca", "--tls-client-cert", "--tls-client-key", "--allow-plaintext-token"];
 
 /// Other kinds of census through `bench --census`: the same jobs, counter
 /// and fold an engine will run, checked against the published answers.
@@ -702,21 +663,11 @@ fn a_database_that_does_not_answer_is_waited_for_as_told() {
     }
 }
 
-/// The README's command table is one table (no paragraph breaks it, so it
-/// renders as a table), and it has a row for every subcommand.
+/// Every subcommand of `--help` has its place in the guide (`docs/guide.md`
+/// names each as `census NAME`); its flags are the generated reference's.
 #[test]
-fn the_readme_command_table_is_one_table_with_every_command() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let rows: Vec<&str> = readme
-        .lines()
-        .skip_while(|line| *line != "| command | what it does |")
-        .take_while(|line| line.starts_with('|'))
-        .collect();
-    assert!(rows.len() > 2, "the README has a '| command | what it does |' table");
-    assert_eq!(rows[1], "| --- | --- |");
-    for row in &rows[2..] {
-        assert!(row.ends_with(" |") && row.starts_with("| `census "), "not a command row: {row}");
-    }
+fn the_guide_names_every_command() {
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/guide.md")).unwrap();
     let help = String::from_utf8_lossy(&census(&["--help"]).stdout).into_owned();
     let commands: Vec<&str> = help
         .lines()
@@ -727,9 +678,8 @@ fn the_readme_command_table_is_one_table_with_every_command() {
         .filter(|name| *name != "help")
         .collect();
     assert!(commands.len() >= 15, "{help}");
-    let missing: Vec<&&str> =
-        commands.iter().filter(|name| !rows.iter().any(|row| row.contains(&format!("`census {name} ")))).collect();
-    assert!(missing.is_empty(), "no row in the README's command table for {missing:?}");
+    let missing: Vec<&&str> = commands.iter().filter(|name| !guide.contains(&format!("census {name}"))).collect();
+    assert!(missing.is_empty(), "docs/guide.md does not name {missing:?}");
 }
 
 /// `token list` prints the columns its help names (the help promised a
