@@ -70,8 +70,9 @@ pub enum PlaneError {
     /// The job reads a job whose accepted digest was not given.
     NoAcceptedInput { job: String, input: String },
     /// An accepted output of job `input` is missing or does not match its
-    /// digest (`error`); what did not match was set aside (`set_aside`, if
-    /// this reader moved it). Recounting `input` writes it again.
+    /// digest (`error`); what did not match was set aside (`set_aside`: by
+    /// this reader, or by one before if it is missing). Recounting `input`
+    /// writes it again.
     Input { input: String, error: Box<PlaneError>, set_aside: Option<PathBuf> },
     /// A key, plan or state the mathematics refuses.
     Shape(ShapeError),

@@ -70,17 +70,23 @@ impl Plane {
         Ok(())
     }
 
+    /// The name of `path` (in the plan's directory) in the quarantine, but
+    /// for what makes it unique: `map-1-0-DIGEST-part-00002.layer`.
+    fn aside_name(&self, path: &Path) -> String {
+        let relative = path.strip_prefix(self.plan_dir()).unwrap_or(path);
+        let name: Vec<String> = relative.iter().map(|part| part.to_string_lossy().into_owned()).collect();
+        name.join("-")
+    }
+
     /// Renames `path` into the quarantine under a new name; `None` if it is
     /// gone already (someone else set it aside).
     fn move_aside(&self, path: &Path) -> Result<Option<PathBuf>, PlaneError> {
         let quarantine = self.quarantine_dir();
         std::fs::create_dir_all(&quarantine).map_err(|e| PlaneError::io(&quarantine, e))?;
-        let relative = path.strip_prefix(self.plan_dir()).unwrap_or(path);
-        let name: Vec<String> = relative.iter().map(|part| part.to_string_lossy().into_owned()).collect();
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let aside = quarantine.join(format!(
             "{}.{}.{nanos}.{}",
-            name.join("-"),
+            self.aside_name(path),
             std::process::id(),
             TEMPORARY.fetch_add(1, Ordering::Relaxed)
         ));
@@ -171,7 +177,27 @@ impl Plane {
         self.input_error(input, error, set_aside)
     }
 
+    /// Where a missing `path` was set aside before, if it was (the first
+    /// such name).
+    fn set_aside_before(&self, path: &Path) -> Option<PathBuf> {
+        let prefix = format!("{}.", self.aside_name(path));
+        let mut found: Vec<PathBuf> = std::fs::read_dir(self.quarantine_dir())
+            .ok()?
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|entry| entry.path())
+            .collect();
+        found.sort();
+        found.into_iter().next()
+    }
+
     fn input_error(&self, input: &str, error: PlaneError, set_aside: Option<PathBuf>) -> PlaneError {
+        if let (None, PlaneError::Missing { path }) = (&set_aside, &error) {
+            // Gone because an earlier reader set it (or its whole output) aside.
+            let output = path.parent().unwrap_or(path);
+            let before = self.set_aside_before(path).or_else(|| self.set_aside_before(output));
+            return PlaneError::Input { input: input.to_string(), error: Box::new(error), set_aside: before };
+        }
         if let Some(aside) = &set_aside {
             tracing::error!(
                 input,

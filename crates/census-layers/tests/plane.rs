@@ -137,9 +137,9 @@ fn missing_or_altered_inputs_fail_with_their_path() {
     assert_eq!(set_aside(&plane).len(), 1);
     let gone = plane.verify_inputs(reduce, &good).unwrap_err();
     assert!(
-        matches!(&gone, PlaneError::Input { error, set_aside: None, .. }
-        if matches!(**error, PlaneError::Missing { ref path } if *path == file)),
-        "{gone}"
+        matches!(&gone, PlaneError::Input { error, set_aside: Some(before), .. }
+        if matches!(**error, PlaneError::Missing { ref path } if *path == file) && before == aside),
+        "gone, and where to: {gone}"
     );
     assert_eq!(manifest.files.iter().map(|file| file.part).collect::<Vec<_>>(), [0, 1]);
     plane.verify_inputs("2x3/reduce/1/1", &good).expect("part 1 reads only its own file");
