@@ -115,21 +115,7 @@ impl Plane {
             }
         }
 
-        let mut files = Vec::new();
-        for (part, sums) in sums.into_iter().enumerate() {
-            let mut memory: Vec<(StateKey, u128)> = sums.into_iter().collect();
-            if memory.is_empty() && spilled[part].is_empty() {
-                continue;
-            }
-            memory.sort_unstable_by_key(|state| state.0);
-            let mut runs: Vec<Run> = Vec::new();
-            for path in &spilled[part] {
-                runs.push(Box::new(LayerReader::open(path, c, step + 1, None)?));
-            }
-            runs.push(Box::new(memory.into_iter().map(Ok)));
-            let path = work.0.join(format!("part-{part:05}.layer"));
-            files.push(write_runs(&path, c, step + 1, part as u32, runs)?);
-        }
+        let files = write_parts(&work.0, c, step + 1, sums, &spilled)?;
         let manifest = Manifest {
             census: self.census().to_string(),
             job: key.to_string(),
@@ -222,6 +208,34 @@ impl Plane {
         self.last_parts.lock().expect("not poisoned").insert(path.to_path_buf(), states.clone());
         Ok(states)
     }
+}
+
+/// Writes a map job's part files of layer `rows` in `dir`: each part's
+/// sums in memory and its spilled runs, summed (a part with neither has
+/// no file).
+fn write_parts(
+    dir: &Path,
+    c: usize,
+    rows: usize,
+    sums: Vec<HashMap<StateKey, u128, FxBuildHasher>>,
+    spilled: &[Vec<PathBuf>],
+) -> Result<Vec<FileEntry>, PlaneError> {
+    let mut files = Vec::new();
+    for (part, sums) in sums.into_iter().enumerate() {
+        let mut memory: Vec<(StateKey, u128)> = sums.into_iter().collect();
+        if memory.is_empty() && spilled[part].is_empty() {
+            continue;
+        }
+        memory.sort_unstable_by_key(|state| state.0);
+        let mut runs: Vec<Run> = Vec::new();
+        for path in &spilled[part] {
+            runs.push(Box::new(LayerReader::open(path, c, rows, None)?));
+        }
+        runs.push(Box::new(memory.into_iter().map(Ok)));
+        let path = dir.join(format!("part-{part:05}.layer"));
+        files.push(write_runs(&path, c, rows, part as u32, runs)?);
+    }
+    Ok(files)
 }
 
 /// Writes states in any order, sorted, to a new file.
