@@ -364,12 +364,12 @@ impl Plane {
                     std::fs::remove_dir_all(dir).map_err(|e| PlaneError::io(dir, e))?;
                     return Ok(digest);
                 }
-                // Unreadable for a reason of this machine's (no memory,
-                // too many files): nothing is known against the copy there.
-                Err(PlaneError::Io { path, error }) if error.kind() != std::io::ErrorKind::NotADirectory => {
-                    return Err(PlaneError::Io { path, error });
+                Err(reason) if trust::fault_of_what_is_there(&reason) => {
+                    self.set_aside_output(key, &target, (&text, manifest, rows), &reason)?;
                 }
-                Err(reason) => self.set_aside_output(key, &target, (&text, manifest, rows), &reason)?,
+                // Unreadable for a reason of this machine's: nothing is
+                // known against the copy there.
+                Err(error) => return Err(error),
             }
         }
         let error = last.unwrap_or_else(|| std::io::Error::other("the place stays taken"));

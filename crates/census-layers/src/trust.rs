@@ -31,6 +31,22 @@ pub(crate) struct InputFile {
     pub rows: usize,
 }
 
+/// Whether an error reading what should be a layer file or an output is
+/// the fault of what is there (it cannot be what its manifest says: a
+/// directory where a file should be, a file where a directory should be,
+/// bytes that end early), not of this machine (no memory, too many open
+/// files, a failing disk), which says nothing against it.
+pub(crate) fn fault_of_what_is_there(error: &PlaneError) -> bool {
+    use std::io::ErrorKind::{InvalidData, IsADirectory, NotADirectory, UnexpectedEof};
+    match error {
+        PlaneError::Corrupt { .. } | PlaneError::Missing { .. } | PlaneError::Shape(_) => true,
+        PlaneError::Io { error, .. } => {
+            matches!(error.kind(), NotADirectory | IsADirectory | UnexpectedEof | InvalidData)
+        }
+        _ => false,
+    }
+}
+
 impl Plane {
     /// `ROOT/PLAN/quarantine`: outputs and files set aside because they did
     /// not match their manifests (kept for a look; an operator removes them).
@@ -131,13 +147,15 @@ impl Plane {
     /// no state) is blamed on the first of `files` that does not check in
     /// full, if any.
     pub(crate) fn blame(&self, error: PlaneError, files: &[InputFile]) -> PlaneError {
+        if !fault_of_what_is_there(&error) {
+            return error;
+        }
         let named = match &error {
-            PlaneError::Corrupt { path, .. } | PlaneError::Missing { path } => {
+            PlaneError::Corrupt { path, .. } | PlaneError::Missing { path } | PlaneError::Io { path, .. } => {
                 files.iter().find(|file| self.input_path(file) == *path)
             }
             // A record that is no state of its layer: some file's bytes.
-            PlaneError::Shape(_) => None,
-            _ => return error,
+            _ => None,
         };
         let (file, error) = match (named, &error) {
             (Some(file), _) => (file, error),
@@ -154,10 +172,9 @@ impl Plane {
         };
         let path = self.input_path(file);
         let set_aside = match &error {
+            PlaneError::Missing { .. } => None,
             // Read again: a good copy put there meanwhile stays.
-            PlaneError::Corrupt { .. } if self.check_file(&path, &file.entry, file.rows).is_err() => {
-                self.move_aside(&path).unwrap_or(None)
-            }
+            _ if self.check_file(&path, &file.entry, file.rows).is_err() => self.move_aside(&path).unwrap_or(None),
             _ => None,
         };
         self.input_error(&file.input, error, set_aside)
@@ -168,11 +185,12 @@ impl Plane {
     /// again.
     pub(crate) fn blame_manifest(&self, input: &str, digest: u128, error: PlaneError) -> PlaneError {
         let set_aside = match &error {
-            PlaneError::Corrupt { .. } if self.manifest(input, digest).is_err() => {
+            PlaneError::Missing { .. } => None,
+            _ if !fault_of_what_is_there(&error) => return error,
+            _ if self.manifest(input, digest).is_err() => {
                 self.move_aside(&self.output_dir(input, digest)).unwrap_or(None)
             }
-            PlaneError::Missing { .. } => None,
-            _ => return error,
+            _ => None,
         };
         self.input_error(input, error, set_aside)
     }
