@@ -12,7 +12,8 @@
 //! (BENCHMARKS.md has the measured sizes). Files are written once, under a
 //! temporary name, and read back in full: every byte read is hashed, and a
 //! reader that finds the file's SHA-256, size or state count other than its
-//! manifest says fails at the end, before its caller publishes anything.
+//! manifest says fails at the end, before its caller publishes anything (one
+//! that finds keys out of order fails at once), naming the file.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -133,6 +134,9 @@ pub struct LayerReader {
     records_left: u64,
     key_bytes: usize,
     states: u64,
+    /// The last key read: keys must ascend strictly, so that a merge of
+    /// several readers never meets a disorder it cannot blame on a file.
+    last: Option<StateKey>,
     done: bool,
 }
 
@@ -172,6 +176,7 @@ impl LayerReader {
             records_left: size - HEADER - TRAILER,
             key_bytes: 2 * c,
             states: 0,
+            last: None,
             done: false,
         })
     }
@@ -215,6 +220,10 @@ impl LayerReader {
                 break;
             }
         }
+        if self.last.is_some_and(|last| last >= key) {
+            return Err(PlaneError::corrupt(&self.path, format!("key {key:#x} is out of order")));
+        }
+        self.last = Some(key);
         self.at += length;
         self.records_left -= length as u64;
         self.states += 1;

@@ -13,6 +13,7 @@ use census_math::shapes::layers::{self, LayerError, Masks};
 use rustc_hash::FxBuildHasher;
 
 use crate::file::{FileEntry, LayerReader, LayerWriter};
+use crate::trust::InputFile;
 use crate::{Accepted, Manifest, Part, Plane, PlaneError};
 
 type Run = Box<dyn Iterator<Item = Result<(StateKey, u128), PlaneError>>>;
@@ -100,33 +101,21 @@ impl Plane {
                     if end <= range.start || start >= range.end {
                         continue;
                     }
-                    let path = self.output_dir(input, *digest).join(&entry.name);
+                    let file = InputFile { input: input.clone(), digest: *digest, entry: entry.clone(), rows: step };
                     // Every byte is read (and hashed); the shard's states are expanded.
-                    for (index, record) in (start..).zip(LayerReader::open(&path, c, step, Some(entry))?) {
-                        let (state, total) = record?;
-                        if range.contains(&index) {
+                    let mut index = start;
+                    self.read_input(&file, |(state, total)| {
+                        index += 1;
+                        if range.contains(&(index - 1)) {
                             expand(&parent_codec.unpack(state)?, total, &mut sums)?;
                         }
-                    }
+                        Ok(())
+                    })?;
                 }
             }
         }
 
-        let mut files = Vec::new();
-        for (part, sums) in sums.into_iter().enumerate() {
-            let mut memory: Vec<(StateKey, u128)> = sums.into_iter().collect();
-            if memory.is_empty() && spilled[part].is_empty() {
-                continue;
-            }
-            memory.sort_unstable_by_key(|state| state.0);
-            let mut runs: Vec<Run> = Vec::new();
-            for path in &spilled[part] {
-                runs.push(Box::new(LayerReader::open(path, c, step + 1, None)?));
-            }
-            runs.push(Box::new(memory.into_iter().map(Ok)));
-            let path = work.0.join(format!("part-{part:05}.layer"));
-            files.push(write_runs(&path, c, step + 1, part as u32, runs)?);
-        }
+        let files = write_parts(&work.0, c, step + 1, sums, &spilled)?;
         let manifest = Manifest {
             census: self.census().to_string(),
             job: key.to_string(),
@@ -135,8 +124,7 @@ impl Plane {
             emissions,
             files,
         };
-        let digest = self.publish(key, &work.0, &manifest)?;
-        Ok(digest)
+        self.publish(key, &work.0, &manifest, step + 1)
     }
 
     pub(crate) fn reduce(
@@ -150,18 +138,29 @@ impl Plane {
         let c = self.plan().c();
         let inputs = self.input_manifests(key, &LayerJob::Reduce { step, part }, accepted)?;
         let work = Temporary(self.temporary_dir(key)?);
-        let mut runs: Vec<Run> = Vec::new();
-        for (input, digest, manifest) in &inputs {
-            for entry in manifest.files.iter().filter(|entry| entry.part == part) {
-                let path = self.output_dir(input, *digest).join(&entry.name);
-                runs.push(Box::new(LayerReader::open(&path, c, step + 1, Some(entry))?));
+        let files: Vec<InputFile> = inputs
+            .iter()
+            .flat_map(|(input, digest, manifest)| {
+                manifest.files.iter().filter(|entry| entry.part == part).map(|entry| InputFile {
+                    input: input.clone(),
+                    digest: *digest,
+                    entry: entry.clone(),
+                    rows: step + 1,
+                })
+            })
+            .collect();
+        let merge = || -> Result<FileEntry, PlaneError> {
+            let mut runs: Vec<Run> = Vec::new();
+            for file in &files {
+                runs.push(Box::new(LayerReader::open(&self.input_path(file), c, step + 1, Some(&file.entry))?));
             }
-        }
-        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(PlaneError::Cancelled);
-        }
-        let path = work.0.join(format!("layer{}-part{part:05}.layer", step + 1));
-        let file = write_runs(&path, c, step + 1, part, runs)?;
+            if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(PlaneError::Cancelled);
+            }
+            let path = work.0.join(format!("layer{}-part{part:05}.layer", step + 1));
+            write_runs(&path, c, step + 1, part, runs)
+        };
+        let file = merge().map_err(|error| self.blame(error, &files))?;
         let manifest = Manifest {
             census: self.census().to_string(),
             job: key.to_string(),
@@ -170,7 +169,7 @@ impl Plane {
             emissions: 0,
             files: vec![file],
         };
-        self.publish(key, &work.0, &manifest)
+        self.publish(key, &work.0, &manifest, step + 1)
     }
 
     pub(crate) fn class(&self, key: &str, state: &Masks, accepted: &Accepted) -> Result<u128, PlaneError> {
@@ -184,8 +183,9 @@ impl Plane {
                 format!("a reduce job writes one file, not {}", manifest.files.len()),
             ));
         };
-        let path = self.output_dir(input, *digest).join(&entry.name);
-        let states = self.last_part(&path, entry)?;
+        let file = InputFile { input: input.clone(), digest: *digest, entry: entry.clone(), rows: c };
+        let path = self.input_path(&file);
+        let states = self.last_part(&path, entry).map_err(|error| self.blame(error, std::slice::from_ref(&file)))?;
         let wanted = StateCodec::new(c, c)?.pack(state);
         let total = match states.binary_search_by_key(&wanted, |state| state.0) {
             Ok(index) => states[index].1,
@@ -208,6 +208,34 @@ impl Plane {
         self.last_parts.lock().expect("not poisoned").insert(path.to_path_buf(), states.clone());
         Ok(states)
     }
+}
+
+/// Writes a map job's part files of layer `rows` in `dir`: each part's
+/// sums in memory and its spilled runs, summed (a part with neither has
+/// no file).
+fn write_parts(
+    dir: &Path,
+    c: usize,
+    rows: usize,
+    sums: Vec<HashMap<StateKey, u128, FxBuildHasher>>,
+    spilled: &[Vec<PathBuf>],
+) -> Result<Vec<FileEntry>, PlaneError> {
+    let mut files = Vec::new();
+    for (part, sums) in sums.into_iter().enumerate() {
+        let mut memory: Vec<(StateKey, u128)> = sums.into_iter().collect();
+        if memory.is_empty() && spilled[part].is_empty() {
+            continue;
+        }
+        memory.sort_unstable_by_key(|state| state.0);
+        let mut runs: Vec<Run> = Vec::new();
+        for path in &spilled[part] {
+            runs.push(Box::new(LayerReader::open(path, c, rows, None)?));
+        }
+        runs.push(Box::new(memory.into_iter().map(Ok)));
+        let path = dir.join(format!("part-{part:05}.layer"));
+        files.push(write_runs(&path, c, rows, part as u32, runs)?);
+    }
+    Ok(files)
 }
 
 /// Writes states in any order, sorted, to a new file.

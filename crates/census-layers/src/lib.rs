@@ -16,19 +16,30 @@
 //! overwritten. A job reads only outputs whose digest the store accepted,
 //! and checks every byte against them ([`Plane::manifest`],
 //! [`file::LayerReader`]): a missing, truncated or altered file fails the
-//! job with its path, before it publishes anything.
+//! job with its path and the job that wrote it ([`PlaneError::Input`]),
+//! before it publishes anything.
+//!
+//! **Tamper evidence.** Any worker may write the shared directory, so what
+//! is found in an output's place is never trusted on its manifest alone:
+//! publishing onto a taken place reads what is there in full, and a copy
+//! that does not match is set aside in `ROOT/PLAN/quarantine/` (renamed,
+//! never deleted) and replaced by this job's own; an accepted file that
+//! fails its digest when read is set aside too, and recounting the job that
+//! wrote it writes it again (`trust`).
 //!
 //! ```text
 //! ROOT/2x5-s8-p8/map-2-3/<digest>/manifest          the job's manifest
 //! ROOT/2x5-s8-p8/map-2-3/<digest>/part-00005.layer  its part 5
 //! ROOT/2x5-s8-p8/reduce-2-5/<digest>/layer3-part00005.layer
 //! ROOT/2x5-s8-p8/tmp/...                            work in progress
+//! ROOT/2x5-s8-p8/quarantine/...                     set aside: did not match
 //! ```
 
 pub mod file;
 mod jobs;
 pub mod local;
 pub mod manifest;
+mod trust;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,6 +52,7 @@ use census_math::shapes::ShapeError;
 use census_math::shapes::layer_jobs::{LayerJob, LayerPlan, StateKey};
 
 pub use manifest::{Manifest, digest_hex, digest_of};
+use trust::InputFile;
 
 /// The accepted count of each job a job reads, by key: for a map or reduce
 /// job the digest of its manifest.
@@ -57,6 +69,11 @@ pub enum PlaneError {
     Corrupt { path: PathBuf, reason: String },
     /// The job reads a job whose accepted digest was not given.
     NoAcceptedInput { job: String, input: String },
+    /// An accepted output of job `input` is missing or does not match its
+    /// digest (`error`); what did not match was set aside (`set_aside`: by
+    /// this reader, or by one before if it is missing). Recounting `input`
+    /// writes it again.
+    Input { input: String, error: Box<PlaneError>, set_aside: Option<PathBuf> },
     /// A key, plan or state the mathematics refuses.
     Shape(ShapeError),
     /// The census is not a `layers` census.
@@ -81,6 +98,15 @@ impl PlaneError {
     pub(crate) fn corrupt(path: &Path, reason: String) -> PlaneError {
         PlaneError::Corrupt { path: path.to_path_buf(), reason }
     }
+
+    /// The job whose accepted output is missing or bad, if that is the
+    /// error: the job an operator recounts.
+    pub fn bad_input(&self) -> Option<&str> {
+        match self {
+            PlaneError::Input { input, .. } => Some(input),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for PlaneError {
@@ -93,6 +119,13 @@ impl fmt::Display for PlaneError {
             }
             PlaneError::NoAcceptedInput { job, input } => {
                 write!(f, "job {job} reads {input}, whose accepted digest was not given")
+            }
+            PlaneError::Input { input, error, set_aside } => {
+                write!(f, "{error}")?;
+                if let Some(aside) = set_aside {
+                    write!(f, "; set aside as {}", aside.display())?;
+                }
+                write!(f, "; written by job {input}, which a recount writes again")
             }
             PlaneError::Shape(error) => error.fmt(f),
             PlaneError::NotLayers(census) => write!(f, "{census} is not a layers census"),
@@ -120,6 +153,10 @@ impl From<census_math::shapes::layer_jobs::RunError> for PlaneError {
 /// same whatever this is.
 pub const DEFAULT_SPILL_STATES: usize = 1 << 25;
 
+/// How many times publishing renames a job's output into its place, each
+/// after setting aside what held it.
+const PUBLISH_TRIES: usize = 4;
+
 /// The data plane of one `layers` census over one root directory.
 pub struct Plane {
     census: Census,
@@ -134,7 +171,7 @@ pub struct Plane {
 /// The states of one part of a layer, in memory: (key, T), sorted.
 pub(crate) type Part = Arc<Vec<(StateKey, u128)>>;
 
-static TEMPORARY: AtomicU64 = AtomicU64::new(0);
+pub(crate) static TEMPORARY: AtomicU64 = AtomicU64::new(0);
 
 impl Plane {
     /// The plane of `census` (a `layers` census) under `root`.
@@ -235,8 +272,10 @@ impl Plane {
     /// accepted digests of the stage before, without counting it: each
     /// input's manifest against its digest, then each file it needs in
     /// full (size, SHA-256, states). The first mismatch or missing file is
-    /// the error, naming its path. (A job checks the same as it reads;
-    /// this is for a worker that wants to know before it starts.)
+    /// the error, naming its path and the job that wrote it (a file that
+    /// does not match is set aside, as a job's read does). (A job checks
+    /// the same as it reads; this is for a worker that wants to know before
+    /// it starts.)
     pub fn verify_inputs(&self, key: &str, accepted: &Accepted) -> Result<(), PlaneError> {
         let job = self.plan.parse(key)?;
         let c = self.plan.c();
@@ -247,13 +286,28 @@ impl Plane {
         };
         for (input, digest, manifest) in self.input_manifests(key, &job, accepted)? {
             for entry in manifest.files.iter().filter(|entry| wanted_part.is_none_or(|part| part == entry.part)) {
-                let path = self.output_dir(&input, digest).join(&entry.name);
-                for record in file::LayerReader::open(&path, c, rows, Some(entry))? {
-                    record?;
-                }
+                let file = InputFile { input: input.clone(), digest, entry: entry.clone(), rows };
+                self.read_input(&file, |_| Ok(()))?;
             }
         }
         Ok(())
+    }
+
+    /// Reads one accepted input file in full, record by record, into
+    /// `visit`; a file that fails its digest is blamed ([`Plane::blame`]).
+    pub(crate) fn read_input(
+        &self,
+        file: &InputFile,
+        mut visit: impl FnMut((StateKey, u128)) -> Result<(), PlaneError>,
+    ) -> Result<(), PlaneError> {
+        let path = self.input_path(file);
+        let mut read = || -> Result<(), PlaneError> {
+            for record in file::LayerReader::open(&path, self.plan.c(), file.rows, Some(&file.entry))? {
+                visit(record?)?;
+            }
+            Ok(())
+        };
+        read().map_err(|error| self.blame(error, std::slice::from_ref(file)))
     }
 
     /// The manifests of the jobs `job` reads, in the plan's order, each
@@ -272,17 +326,19 @@ impl Plane {
                 let digest = *accepted
                     .get(&input)
                     .ok_or_else(|| PlaneError::NoAcceptedInput { job: key.to_string(), input: input.clone() })?;
-                let manifest = self.manifest(&input, digest)?;
+                let manifest = self.manifest(&input, digest).map_err(|e| self.blame_manifest(&input, digest, e))?;
                 Ok((input, digest, manifest))
             })
             .collect()
     }
 
     /// Publishes a finished temporary directory (files and manifest text)
-    /// as the job's output: the manifest is written, the directory renamed
-    /// to its digest's place. Another writer's identical output there
-    /// already is success; a different one is an error.
-    pub(crate) fn publish(&self, key: &str, dir: &Path, manifest: &Manifest) -> Result<u128, PlaneError> {
+    /// as the job's output, its files of layer `rows`: the manifest is
+    /// written, the directory renamed to its digest's place. Another
+    /// writer's identical output there already is success, once every byte
+    /// of it is checked; anything else there is set aside and this output
+    /// takes its place (`trust`).
+    pub(crate) fn publish(&self, key: &str, dir: &Path, manifest: &Manifest, rows: usize) -> Result<u128, PlaneError> {
         let text = manifest.render();
         let digest = digest_of(text.as_bytes());
         let path = dir.join("manifest");
@@ -290,18 +346,33 @@ impl Plane {
         let target = self.output_dir(key, digest);
         let parent = target.parent().expect("an output dir has a parent");
         std::fs::create_dir_all(parent).map_err(|e| PlaneError::io(parent, e))?;
-        if std::fs::rename(dir, &target).is_err() {
-            // Someone published first (or the rename failed): the place
-            // must hold exactly this manifest.
-            let there = target.join("manifest");
-            match std::fs::read(&there) {
-                Ok(found) if found == text.as_bytes() => {
-                    std::fs::remove_dir_all(dir).map_err(|e| PlaneError::io(dir, e))?;
-                }
-                Ok(_) => return Err(PlaneError::corrupt(&there, "another manifest holds this digest's place".into())),
+        // A few tries: each one that fails has set aside what was there,
+        // unless another worker's copy took the place meanwhile.
+        let mut last = None;
+        for _ in 0..PUBLISH_TRIES {
+            match std::fs::rename(dir, &target) {
+                Ok(()) => return Ok(digest),
+                Err(e) => last = Some(e),
+            }
+            match std::fs::symlink_metadata(&target) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(PlaneError::io(&target, e)),
+                Ok(_) => {}
+            }
+            match self.check_output(&target, &text, manifest, rows) {
+                Ok(()) => {
+                    std::fs::remove_dir_all(dir).map_err(|e| PlaneError::io(dir, e))?;
+                    return Ok(digest);
+                }
+                Err(reason) if trust::fault_of_what_is_there(&reason) => {
+                    self.set_aside_output(key, &target, (&text, manifest, rows), &reason)?;
+                }
+                // Unreadable for a reason of this machine's: nothing is
+                // known against the copy there.
+                Err(error) => return Err(error),
             }
         }
-        Ok(digest)
+        let error = last.unwrap_or_else(|| std::io::Error::other("the place stays taken"));
+        Err(PlaneError::io(&target, error))
     }
 }

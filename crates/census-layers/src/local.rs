@@ -128,7 +128,9 @@ pub fn run(
 }
 
 /// The accepted digests a run stopped part-way left, each checked against
-/// its manifest (a line that does not check is counted again).
+/// its manifest and its files' sizes (a line that does not check is
+/// counted again: a file set aside because it failed its digest is written
+/// again so).
 fn read_accepted(plane: &Plane, path: &std::path::Path) -> Result<Accepted, PlaneError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
@@ -139,7 +141,11 @@ fn read_accepted(plane: &Plane, path: &std::path::Path) -> Result<Accepted, Plan
     for line in text.lines() {
         if let Some((key, digest)) = line.split_once(' ')
             && let Some(digest) = parse_digest(digest)
-            && plane.manifest(key, digest).is_ok()
+            && let Ok(manifest) = plane.manifest(key, digest)
+            && manifest.files.iter().all(|file| {
+                let path = plane.output_dir(key, digest).join(&file.name);
+                std::fs::metadata(path).is_ok_and(|found| found.len() == file.bytes)
+            })
         {
             accepted.insert(key.to_string(), digest);
         }

@@ -95,9 +95,20 @@ fn accepted(plane: &Plane) -> Accepted {
         .collect()
 }
 
+/// What the quarantine holds, by name.
+fn set_aside(plane: &Plane) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(plane.quarantine_dir()) else { return Vec::new() };
+    let mut names: Vec<String> =
+        entries.map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
 /// A job refuses inputs that are not exactly what the store accepted: a
 /// file missing, altered, truncated, a manifest altered, a digest not
-/// given, another job's output; nothing is published by a refused job.
+/// given, another job's output; nothing is published by a refused job. A
+/// file or manifest that fails its digest is set aside (never deleted) and
+/// the error names it and the job that wrote it.
 #[test]
 fn missing_or_altered_inputs_fail_with_their_path() {
     let root = tempfile::tempdir().unwrap();
@@ -115,18 +126,44 @@ fn missing_or_altered_inputs_fail_with_their_path() {
     let mut altered = bytes.clone();
     altered[20] ^= 1;
     std::fs::write(&file, &altered).unwrap();
-    let message = error(&plane, &good).to_string();
+    let refused = error(&plane, &good);
+    let message = refused.to_string();
     assert!(message.contains(&file.display().to_string()) && message.contains("SHA-256"), "{message}");
-    assert_eq!(plane.verify_inputs(reduce, &good).unwrap_err().to_string(), message);
+    assert_eq!(refused.bad_input(), Some(map), "{message}");
+    let PlaneError::Input { set_aside: Some(aside), .. } = &refused else { panic!("{refused:?}") };
+    assert!(message.contains(&aside.display().to_string()), "{message}");
+    assert_eq!(std::fs::read(aside).unwrap(), altered, "set aside as it was, not deleted");
+    assert!(!file.exists());
+    assert_eq!(set_aside(&plane).len(), 1);
+    let gone = plane.verify_inputs(reduce, &good).unwrap_err();
+    assert!(
+        matches!(&gone, PlaneError::Input { error, set_aside: Some(before), .. }
+        if matches!(**error, PlaneError::Missing { ref path } if *path == file) && before == aside),
+        "gone, and where to: {gone}"
+    );
     assert_eq!(manifest.files.iter().map(|file| file.part).collect::<Vec<_>>(), [0, 1]);
     plane.verify_inputs("2x3/reduce/1/1", &good).expect("part 1 reads only its own file");
 
     std::fs::write(&file, &bytes[..bytes.len() - 1]).unwrap();
     assert!(error(&plane, &good).to_string().contains("bytes, its manifest says"));
+    assert_eq!(set_aside(&plane).len(), 2);
 
-    std::fs::remove_file(&file).unwrap();
+    // Keys out of order are blamed on their file at once.
+    let four = plane.output_dir(map, good[map]).join(&manifest.files[1].name);
+    let four_bytes = std::fs::read(&four).unwrap();
+    let mut disordered = four_bytes.clone();
+    disordered[16] = 0xff;
+    std::fs::write(&four, &disordered).unwrap();
+    let message = plane.count("2x3/reduce/1/1", &good, &never).unwrap_err().to_string();
+    assert!(message.contains(&four.display().to_string()) && message.contains("out of order"), "{message}");
+    std::fs::write(&four, &four_bytes).unwrap();
+
     let missing = error(&plane, &good);
-    assert!(matches!(&missing, PlaneError::Missing { path } if *path == file), "{missing}");
+    assert!(
+        matches!(&missing, PlaneError::Input { error, .. }
+        if matches!(**error, PlaneError::Missing { ref path } if *path == file)),
+        "{missing}"
+    );
     std::fs::write(&file, &bytes).unwrap();
 
     let mut wrong = good.clone();
@@ -135,7 +172,11 @@ fn missing_or_altered_inputs_fail_with_their_path() {
     let manifest_path = plane.output_dir(map, good[map]).join("manifest");
     let text = std::fs::read_to_string(&manifest_path).unwrap();
     std::fs::write(&manifest_path, text.replace("emissions 80", "emissions 81")).unwrap();
-    assert!(error(&plane, &good).to_string().contains("its digest is"));
+    let message = error(&plane, &good).to_string();
+    assert!(message.contains("its digest is") && message.contains("set aside"), "{message}");
+    assert!(!manifest_path.exists(), "the whole output is set aside");
+    let aside = plane.quarantine_dir().join(set_aside(&plane).into_iter().find(|name| !name.contains("part")).unwrap());
+    std::fs::rename(aside, plane.output_dir(map, good[map])).unwrap();
     std::fs::write(&manifest_path, &text).unwrap();
 
     let mut none = good.clone();
@@ -144,13 +185,75 @@ fn missing_or_altered_inputs_fail_with_their_path() {
     // Another job's digest under this job's name: no such output.
     let mut foreign = good.clone();
     foreign.insert(map.into(), good[reduce]);
-    assert!(matches!(error(&plane, &foreign), PlaneError::Missing { .. }));
+    assert!(
+        matches!(error(&plane, &foreign), PlaneError::Input { error, .. } if matches!(*error, PlaneError::Missing { .. }))
+    );
 
     assert_eq!(plane.count(reduce, &good, &never).unwrap(), good[reduce], "intact again");
     plane.verify_inputs(reduce, &good).unwrap();
     plane.verify_inputs("2x3/map/2/1", &good).unwrap();
     let stale: Vec<_> = std::fs::read_dir(plane.plan_dir().join("tmp")).unwrap().collect();
     assert!(stale.is_empty(), "refused jobs leave nothing: {stale:?}");
+}
+
+/// Copies a directory's files (one level).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// A copy planted in a job's place before it publishes (correct outputs
+/// computed elsewhere, one byte of a part flipped) is not trusted on its
+/// manifest: the job reads it in full, sets it aside and publishes its own
+/// copy, so the digest it reports names files that check. An intact copy
+/// is kept; a different manifest, or a file, in the place is set aside too.
+#[test]
+fn a_squatted_output_is_set_aside_when_a_job_publishes() {
+    let (elsewhere, shared) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (source, plane) = (plane(3, 2, 2, elsewhere.path()), plane(3, 2, 2, shared.path()));
+    local::run(&source, 3, 1, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let good = accepted(&source);
+    let never = AtomicBool::new(false);
+    let map = "2x3/map/1/0";
+    let place = plane.output_dir(map, good[map]);
+    copy_dir(&source.output_dir(map, good[map]), &place);
+    let part = place.join("part-00000.layer");
+    let mut tampered = std::fs::read(&part).unwrap();
+    tampered[24] ^= 0x40;
+    std::fs::write(&part, &tampered).unwrap();
+
+    assert_eq!(plane.count(map, &good, &never).unwrap(), good[map]);
+    let aside = set_aside(&plane);
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    let kept = plane.quarantine_dir().join(&aside[0]).join("part-00000.layer");
+    assert_eq!(std::fs::read(kept).unwrap(), tampered, "the tampered copy is kept, as it was");
+    plane.verify_inputs("2x3/reduce/1/0", &good).expect("the place holds the job's own copy");
+
+    // An intact copy is the job's own output: kept, nothing set aside.
+    let reduce = "2x3/reduce/1/1";
+    copy_dir(&source.output_dir(reduce, good[reduce]), &plane.output_dir(reduce, good[reduce]));
+    assert_eq!(plane.count(reduce, &good, &never).unwrap(), good[reduce]);
+    assert_eq!(set_aside(&plane).len(), 1);
+
+    // A manifest not the job's in its place, and a plain file there.
+    let other = "2x3/reduce/1/0";
+    let place = plane.output_dir(other, good[other]);
+    copy_dir(&source.output_dir(other, good[other]), &place);
+    let text = std::fs::read_to_string(place.join("manifest")).unwrap();
+    std::fs::write(place.join("manifest"), text.replace("parents 0", "parents 1")).unwrap();
+    assert_eq!(plane.count(other, &good, &never).unwrap(), good[other]);
+    assert_eq!(set_aside(&plane).len(), 2);
+    let map = "2x3/map/2/0";
+    std::fs::create_dir_all(plane.output_dir(map, good[map]).parent().unwrap()).unwrap();
+    std::fs::write(plane.output_dir(map, good[map]), b"squatter").unwrap();
+    assert_eq!(plane.count(map, &good, &never).unwrap(), good[map]);
+    assert_eq!(set_aside(&plane).len(), 3);
+    let run = run_all(&plane, 2);
+    assert_eq!(run.answer.unwrap().value.to_string(), "28200960");
+    assert_eq!(set_aside(&plane).len(), 3);
 }
 
 /// A local run stopped part-way goes on from the jobs its log accepted.
@@ -168,6 +271,12 @@ fn a_run_goes_on_from_its_log() {
     assert_eq!(run.answer.unwrap().value.to_string(), "28200960");
     let all = accepted(&plane);
     assert_eq!(all.len(), first.len() + 2 + 2, "only the second step's jobs were counted");
+    // A part set aside (it failed its digest): its job is counted again.
+    let map = "2x3/map/2/1";
+    std::fs::remove_file(plane.output_dir(map, all[map]).join("part-00001.layer")).unwrap();
+    assert_eq!(run_all(&plane, 2).answer.unwrap().value.to_string(), "28200960");
+    assert_eq!(std::fs::read_to_string(plane.plan_dir().join("accepted")).unwrap().lines().count(), all.len() + 1);
+    plane.verify_inputs("2x3/reduce/2/1", &all).unwrap();
     let fresh = self::plane(3, 2, 2, &root.path().join("fresh"));
     let cancelled = local::run(&fresh, 3, 2, &AtomicBool::new(true), &mut |_| {});
     assert!(matches!(cancelled, Err(PlaneError::Cancelled)), "{cancelled:?}");

@@ -572,12 +572,15 @@ pub struct RunTakeOut {
     pub counted: BigUint,
 }
 
-/// A job that may have a conflict to resolve (locked).
+/// A job that may have a conflict to resolve, or be recounted (locked).
 #[derive(Debug, Clone, Copy)]
 pub struct FlaggedJob {
     pub id: JobId,
     pub run: RunId,
     pub conflict: bool,
+    pub state: JobState,
+    /// Its stage, in a run of stages.
+    pub stage: Option<u32>,
 }
 
 /// What a failure report reads of its job (locked).
@@ -844,6 +847,9 @@ pub trait RemedyStorage: Transactions {
     async fn jobs_counted_by(&self, tx: &mut Self::Tx, worker: &str) -> Result<Vec<JobId>, StoreError>;
     /// The job, locked.
     async fn lock_flagged_job(&self, tx: &mut Self::Tx, job: JobId) -> Result<Option<FlaggedJob>, StoreError>;
+    /// The jobs of `run`'s stages after `stage` that hold anything of their
+    /// round (not pending, or pending with votes or failures), by id.
+    async fn jobs_after_stage(&self, tx: &mut Self::Tx, run: RunId, stage: u32) -> Result<Vec<JobId>, StoreError>;
     /// The run's failed jobs (or only `job`), locked by id.
     async fn lock_failed_jobs(
         &self,

@@ -588,7 +588,11 @@ pub trait JobStore: Send + Sync {
     /// Resolves a conflict by counting the job again: its accepted count is
     /// taken out of its class (and the total, if the run had finished) and
     /// the job goes back to the queue. Every earlier result stays in the
-    /// results table. Only a job flagged with a conflict can be recounted.
+    /// results table. Only a job flagged with a conflict can be recounted,
+    /// or a done or failed job of a run of stages: then every job of the
+    /// stages after it goes back to the queue too (a new round: their
+    /// accepted counts, votes and failures no longer count), since they
+    /// read what it wrote.
     async fn recount(&self, job: JobId) -> Result<(), StoreError>;
     /// Records a failure. After `max_attempts` failures from at least
     /// `fail_quorum` distinct identities the job is failed; an identity

@@ -519,8 +519,8 @@ impl Worker {
         &mut self,
         job: &Job,
         counter: &CensusCounter,
-        fetched: &mut HashMap<(i64, u32), Arc<Accepted>>,
-    ) -> Result<Option<Arc<Accepted>>, String> {
+        fetched: &mut HashMap<(i64, u32), Arc<StageInputs>>,
+    ) -> Result<Option<Arc<StageInputs>>, String> {
         if !matches!(counter.counting, Counting::Layers(_)) {
             return Ok(Some(Arc::default()));
         }
@@ -537,8 +537,8 @@ impl Worker {
 
     /// Every accepted count of a run's stage, a page at a time, asked again
     /// while the coordinator is away or busy; `Ok(None)` once told to stop.
-    async fn accepted_counts(&mut self, run: i64, stage: u32) -> Result<Option<Accepted>, String> {
-        let mut accepted = Accepted::new();
+    async fn accepted_counts(&mut self, run: i64, stage: u32) -> Result<Option<StageInputs>, String> {
+        let mut accepted = StageInputs::default();
         let mut after = 0;
         let mut backoff = BACKOFF_START;
         while self.stopping() == Stop::No {
@@ -551,7 +551,8 @@ impl Worker {
                         let count = entry.count.parse::<u128>().map_err(|_| {
                             format!("the accepted count of {} is not a count: {:?}", entry.key, entry.count)
                         })?;
-                        accepted.insert(entry.key.clone(), count);
+                        accepted.counts.insert(entry.key.clone(), count);
+                        accepted.ids.insert(entry.key.clone(), entry.job_id);
                     }
                     match page.counts.last() {
                         Some(last) if page.more => after = last.job_id,
@@ -772,7 +773,25 @@ struct CensusCounter {
 struct Task {
     job: Job,
     counter: Arc<CensusCounter>,
-    accepted: Arc<Accepted>,
+    accepted: Arc<StageInputs>,
+}
+
+/// What a layer job reads of the stage before: the accepted counts by key,
+/// and the jobs' ids, so that a failure that blames an input's files names
+/// the job an operator recounts.
+#[derive(Default)]
+struct StageInputs {
+    counts: Accepted,
+    ids: HashMap<String, i64>,
+}
+
+/// A layer job's failure reason: the error, and if it blames an input's
+/// files (missing, or set aside as not matching their digest), the remedy.
+fn layer_failure(error: &PlaneError, inputs: &StageInputs) -> String {
+    match error.bad_input().and_then(|input| inputs.ids.get(input)) {
+        Some(id) => format!("{error} (census recount --job {id})"),
+        None => error.to_string(),
+    }
 }
 
 /// What became of one job's count.
@@ -803,10 +822,10 @@ impl CensusCounter {
             }
             Counting::Layers(plane) => group
                 .iter()
-                .map(|task| match plane.count(&task.job.key, &task.accepted, cancel) {
+                .map(|task| match plane.count(&task.job.key, &task.accepted.counts, cancel) {
                     Ok(count) => Counted::Count(count),
                     Err(PlaneError::Cancelled) => Counted::Cancelled,
-                    Err(error) => Counted::Failed(error.to_string()),
+                    Err(error) => Counted::Failed(layer_failure(&error, &task.accepted)),
                 })
                 .collect(),
         }

@@ -118,6 +118,7 @@ properties!(
     streamed::jobs_are_stored_in_the_order_given_and_any_order_folds,
     staged::a_stage_is_leased_once_every_job_below_it_is_done,
     staged::a_failed_job_holds_the_stages_after_it_until_a_requeue with one_failure,
+    staged::a_recount_of_an_accepted_job_reopens_the_stages_after_it with one_failure,
     costs::progress_weighs_jobs_by_their_cost with one_failure,
     queue::jobs_put_back_are_leased_before_the_fresh_jobs_behind_them,
     queue::an_expired_lease_one_identity_cannot_take_goes_to_the_next,

@@ -2,8 +2,8 @@
 //! every job of the stages below it is done (accepted by its quorum, not
 //! merely voted on, and not failed), a job of a later stage keeps an
 //! identity from being told idle, a failed job holds the stages after it
-//! until it is requeued, and each stage's accepted counts are read back in
-//! job order. The run folds to the published 2x3 total with its map and
+//! until it is requeued, a recount of a job reopens the stages after it,
+//! and each stage's accepted counts are read back in job order. The run folds to the published 2x3 total with its map and
 //! reduce jobs' made-up digests, which weigh nothing in the weighted sum.
 
 use std::collections::BTreeSet;
@@ -124,4 +124,81 @@ pub(super) async fn a_failed_job_holds_the_stages_after_it_until_a_requeue(store
     report(&store, "b", &again).await;
     let next = store.lease(Some(run), "b", 100, TTL).await.unwrap();
     assert_eq!(keys(&next), keys_of_stage(census(LAYERS), &jobs(LAYERS), 2));
+}
+
+/// A recount of an accepted job of a run of stages (a layers job whose
+/// output was set aside because it failed its digest) reopens it and every
+/// job of the stages after it that holds anything of its round: their
+/// accepted counts leave the answer, their leases and failures stop
+/// counting, the job's stage is open again, and the run finishes exactly
+/// once they are counted again. A leased job, or a done one of a run of
+/// one stage, without a conflict, has nothing to recount.
+pub(super) async fn a_recount_of_an_accepted_job_reopens_the_stages_after_it(store: Arc<dyn JobStore>) {
+    let layers = census(LAYERS);
+    let layer_jobs = jobs(LAYERS);
+    let run = store.create_run(&spec(LAYERS, 1), &layer_jobs).await.unwrap();
+    let mut first = Vec::new();
+    for _ in 0..3 {
+        let stage = store.lease(Some(run), "a", 100, TTL).await.unwrap();
+        report(&store, "a", &stage).await;
+        first.extend(stage);
+    }
+    // Stage 3: one job done, one failed for good (max_attempts 1), and a
+    // lease of stage 4 can wait for neither.
+    let reduces = store.lease(Some(run), "a", 100, TTL).await.unwrap();
+    assert_eq!(reduces.len(), 2);
+    report(&store, "a", &reduces[..1]).await;
+    store.fail(reduces[1].job_id, &reduces[1].token, "a", "an input failed its digest").await.unwrap();
+    let before = store.progress(run).await.unwrap();
+    assert_eq!((before.done, before.failed), (first.len() as u64 + 1, 1));
+    let pending = layer_jobs.iter().filter(|job| layers.stage(&job.key) == Ok(4)).count() as u64;
+    assert_eq!(before.pending, pending);
+
+    let map = &first[0];
+    assert_eq!(layers.stage(&map.key), Ok(0));
+    store.recount(map.job_id).await.unwrap();
+    let after = store.progress(run).await.unwrap();
+    assert_eq!((after.done, after.failed, after.leased), (0, 0, 0), "{after:?}");
+    assert_eq!(after.pending, layer_jobs.len() as u64);
+    for stage in 0..4 {
+        assert!(store.accepted_counts(run, stage, 0, 100).await.unwrap().is_empty(), "stage {stage}");
+    }
+    let total = store.total(run).await.unwrap();
+    assert!(!total.is_final && total.weighted_sum.to_string() == "0", "{total:?}");
+    // The old round's result of a reopened job is refused.
+    let stale = store.complete(&completion(&first[1], "a", layer_count(&first[1].key))).await;
+    assert!(matches!(stale, Err(StoreError::StaleToken { .. })), "{stale:?}");
+    let map_again = store.lease(Some(run), "b", 100, TTL).await.unwrap();
+    assert_eq!(keys(&map_again), keys_of_stage(layers, &layer_jobs, 0), "stage 0 is open again");
+    let refused = store.recount(map_again[0].job_id).await;
+    assert!(matches!(refused, Err(StoreError::Invalid(ref m)) if m.contains("no conflict")), "leased: {refused:?}");
+    report(&store, "b", &map_again).await;
+    for stage in 1..layers.stage_count() {
+        let leases = store.lease(Some(run), "b", 100, TTL).await.unwrap();
+        assert_eq!(keys(&leases), keys_of_stage(layers, &layer_jobs, stage), "stage {stage}");
+        report(&store, "b", &leases).await;
+    }
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.answer.unwrap().to_string(), "28200960");
+    assert_eq!(total.weighted_sum.to_string(), "28200960");
+    // A class job recounted once the run is final: the run is unfinished
+    // until it is counted again.
+    let class = store.accepted_counts(run, 4, 0, 1).await.unwrap();
+    store.recount(class[0].job_id).await.unwrap();
+    assert!(!store.total(run).await.unwrap().is_final);
+    let again = store.lease(Some(run), "b", 100, TTL).await.unwrap();
+    assert_eq!(again.len(), 1);
+    report(&store, "b", &again).await;
+    assert_eq!(store.total(run).await.unwrap().answer.unwrap().to_string(), "28200960");
+    // A run of one stage: without a conflict, nothing to recount.
+    let small = "shape boxes=2x2";
+    let plain = store.create_run(&spec(small, 1), &jobs(small)).await.unwrap();
+    let leases = store.lease(Some(plain), "a", 1, TTL).await.unwrap();
+    store
+        .complete(&completion(&leases[0], "a", census(small).job_counter().count(&leases[0].key).unwrap()))
+        .await
+        .unwrap();
+    let refused = store.recount(leases[0].job_id).await;
+    assert!(matches!(refused, Err(StoreError::Invalid(ref m)) if m.contains("no conflict")), "{refused:?}");
 }

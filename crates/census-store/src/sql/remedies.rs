@@ -25,17 +25,34 @@ struct ReopenedRow {
     cost: i64,
 }
 
-/// A job that may need a conflict resolved.
+/// A job that may need a conflict resolved, or be recounted.
 #[derive(FromRow)]
 struct FlaggedRow {
     id: JobId,
     conflict: i64,
     run_id: RunId,
+    state: String,
+    stage: Option<i64>,
 }
 
+/// The columns of a [`FlaggedRow`].
+const FLAGGED: &str = "j.id, j.conflict, j.run_id, j.state, j.stage";
+
 impl FlaggedRow {
-    fn flagged(self) -> FlaggedJob {
-        FlaggedJob { id: self.id, run: self.run_id, conflict: self.conflict != 0 }
+    fn flagged(self) -> Result<FlaggedJob, StoreError> {
+        let stage = self
+            .stage
+            .map(|stage| {
+                u32::try_from(stage).map_err(|_| StoreError::Internal(format!("job {}: stage {stage}", self.id)))
+            })
+            .transpose()?;
+        Ok(FlaggedJob {
+            id: self.id,
+            run: self.run_id,
+            conflict: self.conflict != 0,
+            state: self.state.parse()?,
+            stage,
+        })
     }
 }
 
@@ -142,14 +159,24 @@ impl RemedyStorage for SqlBackend {
     }
 
     async fn lock_flagged_job(&self, tx: &mut SqlTx, job: JobId) -> Result<Option<FlaggedJob>, StoreError> {
-        let row: Option<FlaggedRow> = sqlx::query_as(&format!(
-            "SELECT j.id, j.conflict, j.run_id FROM jobs j WHERE j.id = $1 {}",
-            self.dialect.for_update()
-        ))
-        .bind(job)
-        .fetch_optional(&mut **tx)
-        .await?;
-        Ok(row.map(FlaggedRow::flagged))
+        let row: Option<FlaggedRow> =
+            sqlx::query_as(&format!("SELECT {FLAGGED} FROM jobs j WHERE j.id = $1 {}", self.dialect.for_update()))
+                .bind(job)
+                .fetch_optional(&mut **tx)
+                .await?;
+        row.map(FlaggedRow::flagged).transpose()
+    }
+
+    async fn jobs_after_stage(&self, tx: &mut SqlTx, run: RunId, stage: u32) -> Result<Vec<JobId>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT j.id FROM jobs j
+             WHERE j.run_id = $1 AND j.stage > $2 AND (j.state <> 'pending' OR j.votes > 0 OR j.failures > 0)
+             ORDER BY j.id",
+        )
+        .bind(run)
+        .bind(i64::from(stage))
+        .fetch_all(&mut **tx)
+        .await?)
     }
 
     async fn lock_failed_jobs(
@@ -159,7 +186,7 @@ impl RemedyStorage for SqlBackend {
         job: Option<JobId>,
     ) -> Result<Vec<FlaggedJob>, StoreError> {
         let rows: Vec<FlaggedRow> = sqlx::query_as(&format!(
-            "SELECT j.id, j.conflict, j.run_id FROM jobs j WHERE j.run_id = $1 AND j.state = 'failed' AND ($2 < 0 OR j.id = $2)
+            "SELECT {FLAGGED} FROM jobs j WHERE j.run_id = $1 AND j.state = 'failed' AND ($2 < 0 OR j.id = $2)
              ORDER BY j.id {}",
             self.dialect.for_update()
         ))
@@ -167,7 +194,7 @@ impl RemedyStorage for SqlBackend {
         .bind(job.unwrap_or(-1))
         .fetch_all(&mut **tx)
         .await?;
-        Ok(rows.into_iter().map(FlaggedRow::flagged).collect())
+        rows.into_iter().map(FlaggedRow::flagged).collect()
     }
 
     async fn job_state(&self, tx: &mut SqlTx, run: RunId, job: JobId) -> Result<Option<String>, StoreError> {

@@ -13,14 +13,30 @@ use crate::backend::{
 use crate::{JobId, RunId, StoreError};
 
 impl<B: StorageBackend> Store<B> {
-    /// Reopens a job flagged with a conflict, in the caller's transaction.
+    /// Reopens a job flagged with a conflict, or a done or failed job of a
+    /// run of stages with every job of the stages after it that holds
+    /// anything of its round, in the caller's transaction. (A later stage
+    /// read what the job wrote: a layers job's output set aside because it
+    /// failed its digest is written again by its recount, and read again by
+    /// every job after it.)
     pub(super) async fn recount_in(&self, tx: &mut B::Tx, job: JobId) -> Result<RunId, StoreError> {
         let row = self.backend.lock_flagged_job(tx, job).await?.ok_or(StoreError::UnknownJob(job))?;
-        if !row.conflict {
-            return Err(StoreError::Invalid(format!("job {job} has no conflict to resolve")));
+        if row.conflict {
+            self.reopen_jobs(tx, &[job]).await?;
+            tracing::warn!(job, run = row.run, "conflict resolved by recounting the job");
+            return Ok(row.run);
         }
-        self.reopen_jobs(tx, &[job]).await?;
-        tracing::warn!(job, run = row.run, "conflict resolved by recounting the job");
+        let Some(stage) = row.stage.filter(|_| matches!(row.state, JobState::Done | JobState::Failed)) else {
+            return Err(StoreError::Invalid(format!(
+                "job {job} has no conflict to resolve (without one, only a done or failed job of a run of \
+                 stages is recounted, with the stages after it)"
+            )));
+        };
+        let mut jobs = self.backend.jobs_after_stage(tx, row.run, stage).await?;
+        let later = jobs.len();
+        jobs.push(job);
+        self.reopen_jobs(tx, &jobs).await?;
+        tracing::warn!(job, run = row.run, stage, later, "job recounted, with the jobs of the stages after it");
         Ok(row.run)
     }
 
