@@ -402,9 +402,6 @@ fn counters_and_stages_are_described_alike_everywhere() {
     }
 }
 
-/// The README's command table lists every flag each long-running or
-/// operator command takes.
-
 /// Other kinds of census through `bench --census`: the same jobs, counter
 /// and fold an engine will run, checked against the published answers.
 #[test]
