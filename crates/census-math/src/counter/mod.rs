@@ -19,7 +19,10 @@
 
 mod banded;
 mod column_sets;
+#[cfg(test)]
+mod column_sets_reference;
 mod enumerate;
+mod partitions;
 
 use std::fmt;
 use std::str::FromStr;
