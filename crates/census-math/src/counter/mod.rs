@@ -22,7 +22,7 @@ mod column_sets;
 #[cfg(test)]
 mod column_sets_reference;
 mod enumerate;
-mod partitions;
+pub(crate) mod partitions;
 
 use std::fmt;
 use std::str::FromStr;

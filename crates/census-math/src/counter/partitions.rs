@@ -153,7 +153,7 @@ impl MaskMap {
 /// Four digit maps that keep p0 = 123|456|789 and generate all 1,296 that
 /// do (S3 wr S3): a transposition and a 3-cycle inside 123, and a
 /// transposition and a 3-cycle of the three parts.
-fn p0_generators() -> [[u8; 10]; 4] {
+pub(crate) fn p0_generators() -> [[u8; 10]; 4] {
     let identity: [u8; 10] = std::array::from_fn(|d| d as u8);
     let (mut swap, mut cycle, mut swap_parts, mut cycle_parts) = (identity, identity, identity, identity);
     swap.swap(1, 2);
