@@ -87,19 +87,31 @@ fn order_rank(a: u8, b: u8, c: u8) -> usize {
     2 * (usize::from(b < a) + usize::from(c < a)) + usize::from(c < b)
 }
 
-/// The rank of row 2's lower six digits among the 720 orders of
-/// 1, 2, 3, 7, 8, 9, in string order (its Lehmer code).
-#[inline]
-fn row_2_rank(digits: &[u8]) -> usize {
-    const WEIGHTS: [usize; 6] = [120, 24, 6, 2, 1, 0];
-    let mut unused = 0b11_1111u8;
-    let mut rank = 0;
-    for (&digit, weight) in digits.iter().zip(WEIGHTS) {
-        let bit = 1 << ROW_2_POSITION[usize::from(digit)];
-        rank += (unused & (bit - 1)).count_ones() as usize * weight;
-        unused ^= bit;
+/// `FIRST_THREE_RANK[36 a + 6 b + c]`: the rank of the ordered triple
+/// (a, b, c) of distinct numbers below 6 among the 120 such triples, in
+/// string order.
+const FIRST_THREE_RANK: [u8; 216] = {
+    let mut rank = [u8::MAX; 216];
+    let mut n = 0;
+    let mut code = 0;
+    while code < 216 {
+        let (a, b, c) = (code / 36, code / 6 % 6, code % 6);
+        if a != b && a != c && b != c {
+            rank[code] = n;
+            n += 1;
+        }
+        code += 1;
     }
     rank
+};
+
+/// The rank of row 2's lower six digits among the 720 orders of
+/// 1, 2, 3, 7, 8, 9, in string order: its first three digits' rank among
+/// the 120 ordered triples, then the order of the last three.
+#[inline]
+fn row_2_rank(digits: &[u8]) -> usize {
+    let [a, b, c, d, e, f] = [0, 1, 2, 3, 4, 5].map(|i| ROW_2_POSITION[usize::from(digits[i])]);
+    usize::from(FIRST_THREE_RANK[usize::from(36 * a + 6 * b + c)]) * 6 + order_rank(d, e, f)
 }
 
 impl Indexed {
@@ -140,12 +152,20 @@ impl Indexed {
     /// The position in the catalogue of a band in normal form, from its cells.
     #[inline]
     pub(crate) fn index_of(&self, cells: &[u8; 27]) -> usize {
-        let row_1 = usize::from(ROW_1_RANK[usize::from((1u16 << cells[4] | 1 << cells[5]) >> 5) & 31]);
-        let prefix = self.prefix[row_1 * 720 + row_2_rank(&cells[12..18])];
+        let lower = |row: usize| -> [u8; 6] { std::array::from_fn(|c| cells[9 * row + 3 + c]) };
+        self.index_of_lower_rows(lower(0), lower(1), lower(2))
+    }
+
+    /// The position in the catalogue of the band in normal form whose rows
+    /// hold 123, 456, 789 in B1 and `row_1`, `row_2`, `row_3` in B2 and B3.
+    #[inline]
+    pub(crate) fn index_of_lower_rows(&self, row_1: [u8; 6], row_2: [u8; 6], row_3: [u8; 6]) -> usize {
+        let row_1 = usize::from(ROW_1_RANK[usize::from((1u16 << row_1[1] | 1 << row_1[2]) >> 5) & 31]);
+        let prefix = self.prefix[row_1 * 720 + row_2_rank(&row_2)];
         debug_assert_ne!(prefix, u16::MAX, "rows 1 and 2 of a normal-form band");
         usize::from(prefix) * 36
-            + 6 * order_rank(cells[21], cells[22], cells[23])
-            + order_rank(cells[24], cells[25], cells[26])
+            + 6 * order_rank(row_3[0], row_3[1], row_3[2])
+            + order_rank(row_3[3], row_3[4], row_3[5])
     }
 }
 

@@ -63,12 +63,11 @@ fn orbits(catalogue: &Indexed, rows: bool) -> (Vec<u32>, Vec<u32>) {
         let orbit = firsts.len() as u32;
         firsts.push(i as u32);
         let cells = band.cells();
-        let columns: [[u8; 3]; 9] = std::array::from_fn(|c| [cells[c], cells[9 + c], cells[18 + c]]);
-        for stack in 0..3 {
-            for columns_order in ORDERS {
-                for rows_order in row_orders {
-                    let image = normal_image(&columns, stack, columns_order, *rows_order);
-                    orbit_of[catalogue.index_of(&image)] = orbit;
+        for rows_order in row_orders {
+            let columns: [[u8; 3]; 9] = std::array::from_fn(|c| rows_order.map(|r| cells[9 * r + c]));
+            for stack in 0..3 {
+                for columns_order in ORDERS {
+                    orbit_of[normal_index(catalogue, &columns, stack, columns_order)] = orbit;
                 }
             }
         }
@@ -76,38 +75,33 @@ fn orbits(catalogue: &Indexed, rows: bool) -> (Vec<u32>, Vec<u32>) {
     (orbit_of, firsts)
 }
 
-/// The normal form of the band whose B1 is stack `stack` of `columns` (the
-/// band's columns, top to bottom) with its columns in `columns_order`, and
-/// whose rows are the band's in `rows_order`.
-fn normal_image(columns: &[[u8; 3]; 9], stack: usize, columns_order: [usize; 3], rows_order: [usize; 3]) -> [u8; 27] {
+/// The position in the catalogue of the normal form of the band whose B1 is
+/// stack `stack` of `columns` (the band's columns, top to bottom) with its
+/// columns in `columns_order`.
+fn normal_index(catalogue: &Indexed, columns: &[[u8; 3]; 9], stack: usize, columns_order: [usize; 3]) -> usize {
     // The relabelling that makes the new B1 read 123/456/789.
     let mut map = [0u8; 10];
     for (c, &k) in columns_order.iter().enumerate() {
-        let column = &columns[3 * stack + k];
-        for (r, &from) in rows_order.iter().enumerate() {
-            map[usize::from(column[from])] = (3 * r + c + 1) as u8;
+        for (r, &digit) in columns[3 * stack + k].iter().enumerate() {
+            map[usize::from(digit)] = (3 * r + c + 1) as u8;
         }
     }
-    // The other two stacks, relabelled and their rows reordered, each with
-    // its columns sorted by their top digits, the block with the least top first.
-    let mut blocks = [(stack + 1) % 3, (stack + 2) % 3].map(|other| {
-        let mut block: [[u8; 3]; 3] = std::array::from_fn(|k| {
-            let column = &columns[3 * other + k];
-            rows_order.map(|from| map[usize::from(column[from])])
-        });
-        block.sort_unstable_by_key(|column| column[0]);
-        block
-    });
-    if blocks[1][0][0] < blocks[0][0][0] {
-        blocks.swap(0, 1);
-    }
-    let mut cells = [1, 2, 3, 0, 0, 0, 0, 0, 0, 4, 5, 6, 0, 0, 0, 0, 0, 0, 7, 8, 9, 0, 0, 0, 0, 0, 0];
-    for (b, block) in blocks.iter().enumerate() {
-        for (k, column) in block.iter().enumerate() {
-            for (r, &digit) in column.iter().enumerate() {
-                cells[9 * r + 3 + 3 * b + k] = digit;
+    // The other two stacks, relabelled, each with its columns sorted by
+    // their top digits, the block with the least top first.
+    let mut blocks = [[[0u8; 3]; 3]; 2];
+    for (block, other) in blocks.iter_mut().zip([(stack + 1) % 3, (stack + 2) % 3]) {
+        for (k, image) in block.iter_mut().enumerate() {
+            *image = columns[3 * other + k].map(|digit| map[usize::from(digit)]);
+        }
+        for (a, b) in [(0, 1), (1, 2), (0, 1)] {
+            if block[b][0] < block[a][0] {
+                block.swap(a, b);
             }
         }
     }
-    cells
+    if blocks[1][0][0] < blocks[0][0][0] {
+        blocks.swap(0, 1);
+    }
+    let row = |r: usize| -> [u8; 6] { std::array::from_fn(|c| blocks[c / 3][c % 3][r]) };
+    catalogue.index_of_lower_rows(row(0), row(1), row(2))
 }

@@ -46,19 +46,28 @@ pub(super) fn components(bands: &[Band]) -> Vec<u32> {
             joined.union(orbit as u32, u32::from(orbit_of[moved]));
         }
     }
+    // The catalogue is 1,008 runs of 36 bands that share rows 1 and 2 and
+    // take the 6 x 6 orders of B2's and B3's row 3 (B2's the outer loop):
+    // B2's column sets change with i in band 6 i + j of a run, B3's with j.
     let to_p0 = partitions.relabelling(&MaskMap::new(&B1_COLUMNS_TO_P0));
-    bands
-        .iter()
-        .map(|band| {
-            let block = |b: usize| {
-                let mask = |c: usize| band.column_mask(3 * b + c);
-                to_p0[usize::from(partitions.id(mask(0), mask(1)))]
-            };
-            joined.find(u32::from(orbit_of[configuration(block(1), block(2))]))
-        })
-        .collect()
+    let partition = |band: &Band, block: usize| {
+        let mask = |c: usize| band.column_mask(3 * block + c);
+        to_p0[usize::from(partitions.id(mask(0), mask(1)))]
+    };
+    let mut components = Vec::with_capacity(bands.len());
+    for run in bands.chunks_exact(36) {
+        let b2: [u16; 6] = std::array::from_fn(|i| partition(&run[6 * i], 1));
+        let b3: [u16; 6] = std::array::from_fn(|j| partition(&run[j], 2));
+        for (n, band) in run.iter().enumerate() {
+            let (p, q) = (b2[n / 6], b3[n % 6]);
+            debug_assert_eq!((p, q), (partition(band, 1), partition(band, 2)));
+            components.push(joined.find(u32::from(orbit_of[configuration(p, q)])));
+        }
+    }
+    components
 }
 
+/// A configuration's number: `p * 280 + q`.
 fn configuration(p: u16, q: u16) -> usize {
     usize::from(p) * PARTITIONS + usize::from(q)
 }
@@ -66,27 +75,39 @@ fn configuration(p: u16, q: u16) -> usize {
 /// The orbits of the 78,400 configurations under `generators` (acting on
 /// both partitions) and the swap: each configuration's orbit number, and
 /// each orbit's first configuration.
+///
+/// A configuration and its swap are always in one orbit, so the walk goes
+/// through the configurations with p <= q only and numbers the others after.
 fn orbits(generators: &[Vec<u16>]) -> (Vec<u16>, Vec<u32>) {
+    let ordered = |p: u16, q: u16| if p <= q { configuration(p, q) } else { configuration(q, p) };
     let mut orbit_of = vec![u16::MAX; PARTITIONS * PARTITIONS];
     let mut firsts = Vec::new();
     let mut stack = Vec::new();
-    for start in 0..PARTITIONS * PARTITIONS {
-        if orbit_of[start] != u16::MAX {
-            continue;
-        }
-        let orbit = u16::try_from(firsts.len()).expect("fewer than 65,535 orbits");
-        firsts.push(start as u32);
-        orbit_of[start] = orbit;
-        stack.push(start);
-        while let Some(at) = stack.pop() {
-            let (p, q) = (at / PARTITIONS, at % PARTITIONS);
-            let images = generators.iter().map(|g| configuration(g[p], g[q]));
-            for image in images.chain([q * PARTITIONS + p]) {
-                if orbit_of[image] == u16::MAX {
-                    orbit_of[image] = orbit;
-                    stack.push(image);
+    for p in 0..PARTITIONS as u16 {
+        for q in p..PARTITIONS as u16 {
+            let start = configuration(p, q);
+            if orbit_of[start] != u16::MAX {
+                continue;
+            }
+            let orbit = u16::try_from(firsts.len()).expect("fewer than 65,535 orbits");
+            firsts.push(start as u32);
+            orbit_of[start] = orbit;
+            stack.push((p, q));
+            while let Some((p, q)) = stack.pop() {
+                for g in generators {
+                    let (p, q) = (g[usize::from(p)], g[usize::from(q)]);
+                    let image = ordered(p, q);
+                    if orbit_of[image] == u16::MAX {
+                        orbit_of[image] = orbit;
+                        stack.push((p.min(q), p.max(q)));
+                    }
                 }
             }
+        }
+    }
+    for p in 0..PARTITIONS as u16 {
+        for q in 0..p {
+            orbit_of[configuration(p, q)] = orbit_of[configuration(q, p)];
         }
     }
     (orbit_of, firsts)

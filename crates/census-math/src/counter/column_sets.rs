@@ -24,7 +24,7 @@
 //!
 //! - one seed ([`Counter::count`]): for each of the seed's (at most 3)
 //!   choices of stack 1, 56 x 56 products of two bytes gathered from the
-//!   140 KB table (its rows padded to 512 bytes);
+//!   77 KB table;
 //! - all ten seeds ([`Counter::count_seeds`]), once [`ColumnSets`] has
 //!   counted a few hundred bands: for each of the 56 x 56 choices of stacks 2
 //!   and 3, one 64-byte line holds ways(M) for all 28 choices of stack 1 and
@@ -34,7 +34,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::partitions::{self, MaskMap, PARTITIONS, Partitions, ROW};
+use super::partitions::{self, MaskMap, PARTITIONS, Partitions};
 use super::{ALL_DIGITS, Counter};
 use crate::band::Band;
 use crate::seed::{SEEDS, Seed};
@@ -54,7 +54,7 @@ const BANDS_BEFORE_LINES: usize = 300;
 /// 120 KB, a millisecond) and, after a few hundred bands, the lines (5 MB).
 pub struct ColumnSets {
     partitions: Partitions,
-    /// ways(p0, p, q) / 12 at `[p * ROW + q]`.
+    /// ways(p0, p, q) / 12 at `[p * 280 + q]`, then zeros to `WAYS_LEN`.
     ways: Vec<u8>,
     /// The 56 choices of stack 1 under B1, as masks: every stack's, relabelled.
     b1_choices: Vec<[u16; 3]>,
@@ -157,8 +157,8 @@ impl ColumnSets {
     }
 
     /// A row of the ways table, ways(p0, p, q) / 12 for every q.
-    fn row(&self, p: u16) -> &[u8; ROW] {
-        self.ways[usize::from(p) * ROW..][..ROW].try_into().expect("a row is ROW long")
+    fn row(&self, p: u16) -> &[u8; 1 << 16] {
+        self.ways[usize::from(p) * PARTITIONS..][..1 << 16].try_into().expect("the table holds a u16 after each row")
     }
 
     /// The sum over stacks 2 and 3 of ways(M) x ways(L) / 144 for one
@@ -166,22 +166,21 @@ impl ColumnSets {
     fn count_first(&self, first: usize, [second, third]: &[[StackChoice; CHOICES]; 2]) -> u64 {
         let middle_map = &self.relabel[first * PARTITIONS..][..PARTITIONS];
         let bottom_map = &self.relabel[(FIRSTS + first) * PARTITIONS..][..PARTITIONS];
-        // Stack 3's relabelled partitions, M's in the low half, L's in the high.
-        let thirds: [u32; CHOICES] = std::array::from_fn(|k| {
-            u32::from(middle_map[usize::from(third[k].middle)])
-                | u32::from(bottom_map[usize::from(third[k].bottom)]) << 16
-        });
-        // Four choices of stack 2 at a time share each load of `thirds`.
+        // Stack 3's relabelled partitions.
+        let middle3: [u16; CHOICES] = std::array::from_fn(|k| middle_map[usize::from(third[k].middle)]);
+        let bottom3: [u16; CHOICES] = std::array::from_fn(|k| bottom_map[usize::from(third[k].bottom)]);
+        // Four choices of stack 2 at a time share each load of stack 3's.
         let mut total = 0u64;
-        for twos in second.chunks_exact(4) {
-            let middle: [&[u8; ROW]; 4] = std::array::from_fn(|i| self.row(middle_map[usize::from(twos[i].middle)]));
-            let bottom: [&[u8; ROW]; 4] = std::array::from_fn(|i| self.row(bottom_map[usize::from(twos[i].bottom)]));
+        for twos in second.chunks_exact(2) {
+            let middle: [&[u8; 1 << 16]; 2] =
+                std::array::from_fn(|i| self.row(middle_map[usize::from(twos[i].middle)]));
+            let bottom: [&[u8; 1 << 16]; 2] =
+                std::array::from_fn(|i| self.row(bottom_map[usize::from(twos[i].bottom)]));
             // At most 56 x 144 x 144 each: no overflow.
-            let mut sums = [0u32; 4];
-            for &k in &thirds {
-                let (m, b) = (k as usize & (ROW - 1), (k >> 16) as usize & (ROW - 1));
-                for i in 0..4 {
-                    sums[i] += u32::from(middle[i][m]) * u32::from(bottom[i][b]);
+            let mut sums = [0u32; 2];
+            for (&m, &b) in middle3.iter().zip(&bottom3) {
+                for i in 0..2 {
+                    sums[i] += u32::from(middle[i][usize::from(m)]) * u32::from(bottom[i][usize::from(b)]);
                 }
             }
             total += sums.iter().map(|&sum| u64::from(sum)).sum::<u64>();
@@ -265,7 +264,7 @@ impl Lines {
             .map(|p| {
                 let mut at = [(0u32, 0u16); 64];
                 for &(lane, relabel) in &lanes {
-                    at[lane] = (u32::from(relabel[p]) * ROW as u32, relabel[p]);
+                    at[lane] = (u32::from(relabel[p]) * PARTITIONS as u32, relabel[p]);
                 }
                 at
             })
