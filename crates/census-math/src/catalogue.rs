@@ -77,8 +77,9 @@ const ROW_1_RANK: [u8; 32] = {
     rank
 };
 
-/// The position of each of 1, 2, 3, 7, 8, 9 in [`ROW_2_DIGITS`].
-const ROW_2_POSITION: [u8; 10] = [0, 0, 1, 2, 0, 0, 0, 3, 4, 5];
+/// The position of each of 1, 2, 3, 7, 8, 9 in [`ROW_2_DIGITS`] (16
+/// entries, read with the digit masked to 4 bits: no bounds check).
+const ROW_2_POSITION: [u8; 16] = [0, 0, 1, 2, 0, 0, 0, 3, 4, 5, 0, 0, 0, 0, 0, 0];
 
 /// The rank of an order of three distinct digits among the six orders of
 /// the same digits, in string order.
@@ -110,7 +111,7 @@ const FIRST_THREE_RANK: [u8; 216] = {
 /// the 120 ordered triples, then the order of the last three.
 #[inline]
 fn row_2_rank(digits: &[u8]) -> usize {
-    let [a, b, c, d, e, f] = [0, 1, 2, 3, 4, 5].map(|i| ROW_2_POSITION[usize::from(digits[i])]);
+    let [a, b, c, d, e, f] = [0, 1, 2, 3, 4, 5].map(|i| ROW_2_POSITION[usize::from(digits[i] & 15)]);
     usize::from(FIRST_THREE_RANK[usize::from(36 * a + 6 * b + c)]) * 6 + order_rank(d, e, f)
 }
 

@@ -79,11 +79,12 @@ fn orbits(catalogue: &Indexed, rows: bool) -> (Vec<u32>, Vec<u32>) {
 /// stack `stack` of `columns` (the band's columns, top to bottom) with its
 /// columns in `columns_order`.
 fn normal_index(catalogue: &Indexed, columns: &[[u8; 3]; 9], stack: usize, columns_order: [usize; 3]) -> usize {
-    // The relabelling that makes the new B1 read 123/456/789.
-    let mut map = [0u8; 10];
+    // The relabelling that makes the new B1 read 123/456/789 (16 entries,
+    // so that a digit masked to 4 bits needs no bounds check).
+    let mut map = [0u8; 16];
     for (c, &k) in columns_order.iter().enumerate() {
         for (r, &digit) in columns[3 * stack + k].iter().enumerate() {
-            map[usize::from(digit)] = (3 * r + c + 1) as u8;
+            map[usize::from(digit & 15)] = (3 * r + c + 1) as u8;
         }
     }
     // The other two stacks, relabelled, each with its columns sorted by
@@ -91,7 +92,7 @@ fn normal_index(catalogue: &Indexed, columns: &[[u8; 3]; 9], stack: usize, colum
     let mut blocks = [[[0u8; 3]; 3]; 2];
     for (block, other) in blocks.iter_mut().zip([(stack + 1) % 3, (stack + 2) % 3]) {
         for (k, image) in block.iter_mut().enumerate() {
-            *image = columns[3 * other + k].map(|digit| map[usize::from(digit)]);
+            *image = columns[3 * other + k].map(|digit| map[usize::from(digit & 15)]);
         }
         for (a, b) in [(0, 1), (1, 2), (0, 1)] {
             if block[b][0] < block[a][0] {

@@ -165,25 +165,20 @@ pub(crate) fn p0_generators() -> [[u8; 10]; 4] {
     [swap, cycle, swap_parts, cycle_parts]
 }
 
-/// A code for the first two rows of a band's stack: the triples in rows 1
-/// and 2 (row 3 holds the rest), below 84 x 84.
-#[inline]
-fn rows_code(first: u16, second: u16) -> usize {
-    triple_index(first) * 84 + triple_index(second)
-}
-
 const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+
+/// The digits of each part, as single-bit masks in increasing order.
+fn digits_of(parts: &[u16; 3]) -> [[u16; 3]; 3] {
+    parts.map(|part| {
+        let mut bits = (1..=9).filter(|&d| part & 1 << d != 0).map(|d| 1u16 << d);
+        std::array::from_fn(|_| bits.next().expect("a part holds three digits"))
+    })
+}
 
 /// The 216 ways to order a stack's three columns, as the masks of the
 /// digits that land in rows 1 and 2.
 fn row_splits(parts: &[u16; 3]) -> Vec<[u16; 2]> {
-    let digits: Vec<[u16; 3]> = parts
-        .iter()
-        .map(|&part| {
-            let mut bits = (1..=9).filter(|&d| part & 1 << d != 0).map(|d| 1u16 << d);
-            std::array::from_fn(|_| bits.next().expect("a part holds three digits"))
-        })
-        .collect();
+    let digits = digits_of(parts);
     let mut splits = Vec::with_capacity(216);
     for x in ORDERS {
         for y in ORDERS {
@@ -196,38 +191,46 @@ fn row_splits(parts: &[u16; 3]) -> Vec<[u16; 2]> {
     splits
 }
 
+/// The 36 partitions transversal to a partition (each part of one meets
+/// each part of the other in one digit): the rows a stack of these column
+/// sets can have, as a partition, are exactly these.
+fn transversals(partitions: &Partitions, parts: &[u16; 3]) -> [u16; 36] {
+    let [x, y, z] = digits_of(parts);
+    std::array::from_fn(|n| {
+        let (ys, zs) = (ORDERS[n / 6], ORDERS[n % 6]);
+        partitions.id(x[0] | y[ys[0]] | z[zs[0]], x[1] | y[ys[1]] | z[zs[1]])
+    })
+}
+
 /// ways(p0, p, q) / 12 for every p, q, at `[p * 280 + q]` (then zeros to [`WAYS_LEN`]).
 ///
 /// Every value is a multiple of 12 (from 96 to 1,728; the test
-/// `ways_are_the_definition_and_multiples_of_12` checks all 78,400), and
-/// twelfths fit a byte, so the counter's gathers stay in a 77 KB table.
+/// `ways_are_the_definition_and_multiples_of_12` checks seven rows in full
+/// and a sample of the rest against the definition), and twelfths fit a
+/// byte, so the counter's gathers stay in a 77 KB table.
 ///
 /// A digit map g that keeps p0 gives ways(p0, g p, g q) = ways(p0, p, q),
-/// so one row is counted for each orbit of p under the 1,296 such maps (7
+/// so one row is counted for each orbit of p under the 1,296 such maps (5
 /// orbits) and copied, relabelled, along the orbit's spanning tree.
 pub(crate) fn ways_table(partitions: &Partitions) -> Vec<u8> {
     let generators: Vec<Vec<u16>> =
         p0_generators().iter().map(|map| partitions.relabelling(&MaskMap::new(map))).collect();
-    let codes: Vec<[u16; 216]> = (0..PARTITIONS as u16)
-        .map(|id| {
-            let splits = row_splits(&partitions.parts(id));
-            std::array::from_fn(|k| rows_code(splits[k][0], splits[k][1]) as u16)
-        })
-        .collect();
+    let transversals: Vec<[u16; 36]> =
+        (0..PARTITIONS as u16).map(|id| transversals(partitions, &partitions.parts(id))).collect();
     let p0_splits = row_splits(&partitions.parts(partitions.p0()));
     // Orders of p0's columns with 1, 2, 3 in rows 1, 2, 3: one of each
     // orbit of the row permutations, which change no count.
     let p0_splits: Vec<[u16; 2]> = p0_splits.into_iter().filter(|s| s[0] & 0b10 != 0 && s[1] & 0b100 != 0).collect();
     let mut ways = vec![0u8; WAYS_LEN];
     let mut filled = [false; PARTITIONS];
-    let mut forced = vec![0u16; 84 * 84];
     let mut stack = Vec::with_capacity(PARTITIONS);
     for start in 0..PARTITIONS {
         if filled[start] {
             continue;
         }
         let row = &mut ways[start * PARTITIONS..][..PARTITIONS];
-        ways_row(&p0_splits, &row_splits(&partitions.parts(start as u16)), &codes, &mut forced, row);
+        let p_splits = row_splits(&partitions.parts(start as u16));
+        ways_row(partitions, &p0_splits, &p_splits, &transversals, row);
         filled[start] = true;
         stack.push(start);
         while let Some(p) = stack.pop() {
@@ -247,34 +250,36 @@ pub(crate) fn ways_table(partitions: &Partitions) -> Vec<u8> {
     ways
 }
 
-/// One row, ways(p0, p, q) / 12 for every q. Each pair of orders of stack 1
-/// (p0, one per orbit of row permutations: 36) and stack 2 (p: 216) whose
-/// rows share no digit forces stack 3's rows; `forced` counts them by code
-/// (and is left all zero), and ways(p0, p, q) is 6 x the sum of `forced`
-/// over q's 216 orders.
-fn ways_row(p0_splits: &[[u16; 2]], p_splits: &[[u16; 2]], codes: &[[u16; 216]], forced: &mut [u16], row: &mut [u8]) {
-    let mut touched = Vec::with_capacity(1024);
+/// One row, ways(p0, p, q) / 12 for every q.
+///
+/// Each pair of orders of stack 1 (p0, one per orbit of the row
+/// permutations: 36) and stack 2 (p: 216) whose rows share no digit forces
+/// stack 3's rows; `rows` counts them by the partition the three rows make.
+/// Stack 3 with column sets q can take those rows in one way if the
+/// partition is transversal to q, else none; so ways(p0, p, q) is 6 x the
+/// sum of `rows` over q's 36 transversals.
+fn ways_row(
+    partitions: &Partitions,
+    p0_splits: &[[u16; 2]],
+    p_splits: &[[u16; 2]],
+    transversals: &[[u16; 36]],
+    row: &mut [u8],
+) {
+    let mut rows = [0u16; PARTITIONS];
     for &[a0, a1] in p0_splits {
         let a2 = ALL_DIGITS ^ a0 ^ a1;
         for &[b0, b1] in p_splits {
             let b2 = ALL_DIGITS ^ b0 ^ b1;
             if a0 & b0 == 0 && a1 & b1 == 0 && a2 & b2 == 0 {
-                let code = rows_code(ALL_DIGITS ^ a0 ^ b0, ALL_DIGITS ^ a1 ^ b1);
-                if forced[code] == 0 {
-                    touched.push(code);
-                }
-                forced[code] += 1;
+                rows[usize::from(partitions.id(ALL_DIGITS ^ a0 ^ b0, ALL_DIGITS ^ a1 ^ b1))] += 1;
             }
         }
     }
-    for (ways, codes) in row.iter_mut().zip(codes) {
-        let sixths: u32 = codes.iter().map(|&code| u32::from(forced[usize::from(code)])).sum();
-        // ways = 6 x sixths, and a multiple of 12 (the test checks every value).
+    for (ways, transversals) in row.iter_mut().zip(transversals) {
+        let sixths: u32 = transversals.iter().map(|&r| u32::from(rows[usize::from(r)])).sum();
+        // ways = 6 x sixths, and a multiple of 12 (the test checks it).
         assert!(sixths.is_multiple_of(2) && sixths / 2 <= 255, "ways(p0, p, q) / 12 fits a byte");
         *ways = (sixths / 2) as u8;
-    }
-    for code in touched {
-        forced[code] = 0;
     }
 }
 
@@ -308,6 +313,32 @@ mod tests {
                 assert_eq!(partitions.id(x, y), id);
             }
         }
+    }
+
+    /// The maps keeping p0 split the 280 partitions into the 5 orbits whose
+    /// rows `ways_table` counts, and the four generators reach 1,296 maps.
+    #[test]
+    fn the_maps_keeping_p0_are_1296_with_7_orbits() {
+        let compose = |a: &[u8; 10], b: &[u8; 10]| -> [u8; 10] { std::array::from_fn(|d| b[usize::from(a[d])]) };
+        let identity: [u8; 10] = std::array::from_fn(|d| d as u8);
+        let mut reached = std::collections::BTreeSet::from([identity]);
+        let mut stack = vec![identity];
+        while let Some(map) = stack.pop() {
+            for generator in &p0_generators() {
+                let next = compose(&map, generator);
+                if reached.insert(next) {
+                    stack.push(next);
+                }
+            }
+        }
+        assert_eq!(reached.len(), 1296);
+        let partitions = Partitions::new();
+        let p0 = partitions.p0();
+        assert!(reached.iter().all(|map| partitions.relabel(p0, &MaskMap::new(map)) == p0));
+        let orbits: std::collections::BTreeSet<u16> = (0..PARTITIONS as u16)
+            .map(|p| reached.iter().map(|map| partitions.relabel(p, &MaskMap::new(map))).min().unwrap())
+            .collect();
+        assert_eq!(orbits.len(), 5);
     }
 
     #[test]
