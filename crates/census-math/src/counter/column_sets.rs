@@ -29,7 +29,7 @@
 //!   counted a few hundred bands: for each of the 56 x 56 choices of stacks 2
 //!   and 3, one 64-byte line holds ways(M) for all 28 choices of stack 1 and
 //!   another ways(L), and the 28 products are one vector multiply-add. The
-//!   lines (5 MB) are made from the table once, on first use.
+//!   lines (5 MB, about 12 ms) are made from the table once, when needed.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,7 +51,8 @@ const B1_COLUMNS: [u16; 3] = [0b1001_0010, 0b1_0010_0100, 0b10_0100_1000];
 const BANDS_BEFORE_LINES: usize = 300;
 
 /// The column-set counter; [`ColumnSets::new`] builds its tables (about
-/// 120 KB, a millisecond) and, after a few hundred bands, the lines (5 MB).
+/// 180 KB, a quarter of a millisecond) and `count_seeds`, after a few
+/// hundred bands, the lines (5 MB).
 pub struct ColumnSets {
     partitions: Partitions,
     /// ways(p0, p, q) / 12 at `[p * 280 + q]`, then zeros to `WAYS_LEN`.
@@ -169,7 +170,8 @@ impl ColumnSets {
         // Stack 3's relabelled partitions.
         let middle3: [u16; CHOICES] = std::array::from_fn(|k| middle_map[usize::from(third[k].middle)]);
         let bottom3: [u16; CHOICES] = std::array::from_fn(|k| bottom_map[usize::from(third[k].bottom)]);
-        // Four choices of stack 2 at a time share each load of stack 3's.
+        // Two choices of stack 2 at a time share each load of stack 3's
+        // (four spill registers).
         let mut total = 0u64;
         for twos in second.chunks_exact(2) {
             let middle: [&[u8; 1 << 16]; 2] =
