@@ -10,7 +10,7 @@
 //!   column sets are then forced, and its fillings are counted once per
 //!   distinct set of column sets.
 //! - [`ColumnSets`]: sums ways(M) x ways(L) over the middle band's column
-//!   sets, with ways() read from a table built once. Microseconds a band; the
+//!   sets, with ways() read from a table built once. Microseconds a job; the
 //!   default.
 //!
 //! Every counter takes a band with B1 standard (123/456/789), as the
@@ -19,7 +19,10 @@
 
 mod banded;
 mod column_sets;
+#[cfg(test)]
+mod column_sets_reference;
 mod enumerate;
+pub(crate) mod partitions;
 
 use std::fmt;
 use std::str::FromStr;
@@ -97,8 +100,8 @@ impl CounterKind {
         }
     }
 
-    /// Builds the counter (and its tables, for `column-sets`: a few tens of
-    /// milliseconds). The counter is shareable across threads.
+    /// Builds the counter (and its tables, for `column-sets`: under a
+    /// millisecond). The counter is shareable across threads.
     pub fn build(self) -> Box<dyn Counter> {
         match self {
             CounterKind::Enumerate => Box::new(Enumerate),
