@@ -6,7 +6,7 @@ use sqlx::FromRow;
 
 use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
-use super::{LeaseColumns, SqlBackend, SqlTx, change_classes_sql, placeholders};
+use super::{Db, LeaseColumns, SqlBackend, SqlTx, change_classes_sql, placeholders};
 use crate::backend::{
     ClassChanges, FailingJob, FailureTally, FlaggedJob, NewFailure, RemedyStorage, ReopenedJob, RunTakeOut, parse_big,
 };
@@ -64,7 +64,7 @@ impl RemedyStorage for SqlBackend {
             .await?;
         rows.iter()
             .map(|row| {
-                let row = ReopenedRow::from_row(row)?;
+                let row = ReopenedRow::from_row(row).db()?;
                 Ok(ReopenedJob {
                     id: row.id,
                     run: row.run_id,
@@ -87,7 +87,14 @@ impl RemedyStorage for SqlBackend {
         // One class a statement, in key order (their locks' order).
         let sql = change_classes_sql(1, Direction::TakeOut);
         for (&(run, class), (count, done)) in changes {
-            sqlx::query(&sql).bind(run).bind(class).bind(count.to_string()).bind(*done).execute(&mut **tx).await?;
+            sqlx::query(&sql)
+                .bind(run)
+                .bind(class)
+                .bind(count.to_string())
+                .bind(*done)
+                .execute(&mut **tx)
+                .await
+                .db()?;
         }
         Ok(())
     }
@@ -108,7 +115,8 @@ impl RemedyStorage for SqlBackend {
         .bind(counted)
         .bind(take_out.cost_done)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -124,13 +132,13 @@ impl RemedyStorage for SqlBackend {
             for id in chunk {
                 query = query.bind(*id);
             }
-            query.execute(&mut **tx).await?;
+            query.execute(&mut **tx).await.db()?;
         }
         Ok(())
     }
 
     async fn jobs_counted_by(&self, tx: &mut SqlTx, worker: &str) -> Result<Vec<JobId>, StoreError> {
-        Ok(sqlx::query_scalar(
+        sqlx::query_scalar(
             "SELECT DISTINCT j.id FROM results x JOIN jobs j ON j.id = x.job_id AND j.round = x.round
              WHERE x.worker = $1 AND x.outcome IN ('accepted', 'vote')
                AND (j.state IN ('pending', 'leased') OR (j.state = 'done' AND x.count = j.count))
@@ -138,7 +146,8 @@ impl RemedyStorage for SqlBackend {
         )
         .bind(worker)
         .fetch_all(&mut **tx)
-        .await?)
+        .await
+        .db()
     }
 
     async fn lock_flagged_job(&self, tx: &mut SqlTx, job: JobId) -> Result<Option<FlaggedJob>, StoreError> {
@@ -148,7 +157,8 @@ impl RemedyStorage for SqlBackend {
         ))
         .bind(job)
         .fetch_optional(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(row.map(FlaggedRow::flagged))
     }
 
@@ -166,16 +176,17 @@ impl RemedyStorage for SqlBackend {
         .bind(run)
         .bind(job.unwrap_or(-1))
         .fetch_all(&mut **tx)
-        .await?;
+        .await.db()?;
         Ok(rows.into_iter().map(FlaggedRow::flagged).collect())
     }
 
     async fn job_state(&self, tx: &mut SqlTx, run: RunId, job: JobId) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1 AND run_id = $2")
+        sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1 AND run_id = $2")
             .bind(job)
             .bind(run)
             .fetch_optional(&mut **tx)
-            .await?)
+            .await
+            .db()
     }
 
     async fn requeue_failed_job(&self, tx: &mut SqlTx, job: JobId, now: i64) -> Result<(), StoreError> {
@@ -186,7 +197,8 @@ impl RemedyStorage for SqlBackend {
         .bind(job)
         .bind(now)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -195,7 +207,8 @@ impl RemedyStorage for SqlBackend {
             .bind(run)
             .bind(jobs)
             .execute(&mut **tx)
-            .await?;
+            .await
+            .db()?;
         Ok(())
     }
 
@@ -208,7 +221,8 @@ impl RemedyStorage for SqlBackend {
         ))
         .bind(job)
         .fetch_optional(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         row.map(|row| {
             Ok(FailingJob {
                 run: row.run_id,
@@ -232,16 +246,18 @@ impl RemedyStorage for SqlBackend {
         .bind(failure.failed_at)
         .bind(failure.epoch)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(())
     }
 
     async fn failing_identities(&self, tx: &mut SqlTx, job: JobId, epoch: i64) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(DISTINCT worker) FROM failures WHERE job_id = $1 AND epoch = $2")
+        sqlx::query_scalar("SELECT COUNT(DISTINCT worker) FROM failures WHERE job_id = $1 AND epoch = $2")
             .bind(job)
             .bind(epoch)
             .fetch_one(&mut **tx)
-            .await?)
+            .await
+            .db()
     }
 
     async fn set_failures(&self, tx: &mut SqlTx, tally: &FailureTally, now: i64) -> Result<(), StoreError> {
@@ -253,14 +269,16 @@ impl RemedyStorage for SqlBackend {
         .bind(tally.failures)
         .bind(now)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(())
     }
 
     async fn failures_of(&self, tx: &mut SqlTx, worker: &str) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM failures WHERE worker = $1")
+        sqlx::query_scalar("SELECT COUNT(*) FROM failures WHERE worker = $1")
             .bind(worker)
             .fetch_one(&mut **tx)
-            .await?)
+            .await
+            .db()
     }
 }
