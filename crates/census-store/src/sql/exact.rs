@@ -176,8 +176,12 @@ impl SqlBackend {
             let sign = if direction == Direction::Add { "+" } else { "-" };
             return Ok((amount.to_string(), format!("counted {sign} {bound}")));
         }
-        let counted: String =
-            sqlx::query_scalar("SELECT counted FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await.db()?;
+        let counted: String = sqlx::query_scalar("SELECT counted FROM runs WHERE id = $1")
+            .bind(run)
+            .fetch_optional(&mut **tx)
+            .await
+            .db()?
+            .ok_or(StoreError::UnknownRun(run))?;
         let counted = direction.apply(&parse_big(&counted)?, amount, &|| format!("run {run}: counted"))?;
         Ok((counted.to_string(), bound))
     }

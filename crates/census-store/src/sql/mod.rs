@@ -146,6 +146,10 @@ impl Transactions for SqlBackend {
         tx.commit().await.db()
     }
 
+    async fn rollback(&self, tx: SqlTx) -> Result<(), StoreError> {
+        tx.rollback().await.db()
+    }
+
     /// Postgres takes an advisory lock keyed by the name (a hash collision
     /// only serializes two identities); SQLite has one writer at a time.
     async fn lock_identities(&self, tx: &mut SqlTx, workers: &[&str]) -> Result<(), StoreError> {

@@ -170,7 +170,7 @@ impl<B: StorageBackend> Store<B> {
                         Inserted::New(run) => *created.insert(run),
                         // Another coordinator created the same run first: use it.
                         Inserted::Duplicate(detail) => {
-                            drop(tx);
+                            self.backend.rollback(tx).await?;
                             return self.backend.find_run(spec).await?.ok_or_else(|| {
                                 StoreError::Internal(format!("the run exists and cannot be found: {detail}"))
                             });
