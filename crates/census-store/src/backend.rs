@@ -809,9 +809,9 @@ pub trait RunStorage: Transactions {
     async fn refresh_statistics(&self) -> Result<(), StoreError> {
         Ok(())
     }
-    /// The run's census (as stored) and its number of classes; `None` for
-    /// an unknown run.
-    async fn run_outline(&self, run: RunId) -> Result<Option<RunOutline>, StoreError>;
+    /// The run's census (as stored) and its number of classes, in `tx` or
+    /// on its own; `None` for an unknown run.
+    async fn run_outline(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<Option<RunOutline>, StoreError>;
     /// Every run (or only `run`), oldest (lowest id) first.
     async fn runs(&self, run: Option<RunId>) -> Result<Vec<RunRecord>, StoreError>;
     /// The run's counters and answer, in `tx` or on its own; `None` for an

@@ -175,6 +175,33 @@ async fn postgres_a_finished_run_of_many_pages_is_folded_again_by_a_new_store() 
     a_finished_run_of_many_pages_is_folded_again_by_a_new_store(&url).await;
 }
 
+/// A store opened over runs it has not read yet (a restarted
+/// coordinator) leases from any of them: what it must learn of a run it
+/// reads in the lease's own transaction, which holds SQLite's one
+/// connection (reading it on another waited for the pool until it timed
+/// out, five minutes).
+async fn a_new_store_leases_from_runs_it_has_not_read(url: &str) {
+    let store = connect(url, StoreConfig::default()).await.unwrap();
+    let run = store.create_run(&spec(SMALL, 1), &jobs(SMALL)).await.unwrap();
+    store.close().await;
+    let reopened = connect(url, StoreConfig::default()).await.unwrap();
+    let leases = reopened.lease(None, "w", 1, TTL).await.unwrap();
+    assert_eq!(leases.iter().map(|lease| lease.run_id).collect::<Vec<_>>(), [run]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_new_store_leases_from_runs_it_has_not_read() {
+    let path = std::env::temp_dir().join(format!("census-store-reopened-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    a_new_store_leases_from_runs_it_has_not_read(&path.display().to_string()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_new_store_leases_from_runs_it_has_not_read() {
+    let url = tokio::task::spawn_blocking(census_testpg::fresh_database).await.unwrap();
+    a_new_store_leases_from_runs_it_has_not_read(&url).await;
+}
+
 /// Once a run is created, Postgres's planner knows how many jobs and
 /// classes there are (the store analyzes them): a 10^7-job run planned on
 /// the statistics of empty tables leased and reported at a tenth of its

@@ -268,13 +268,15 @@ impl RunStorage for SqlBackend {
         Ok(())
     }
 
-    async fn run_outline(&self, run: RunId) -> Result<Option<RunOutline>, StoreError> {
-        let row: Option<OutlineRow> = sqlx::query_as(
+    async fn run_outline(&self, tx: Option<&mut SqlTx>, run: RunId) -> Result<Option<RunOutline>, StoreError> {
+        let query = sqlx::query_as::<_, OutlineRow>(
             "SELECT census, (SELECT COUNT(*) FROM classes c WHERE c.run_id = r.id) AS classes FROM runs r WHERE id = $1",
         )
-        .bind(run)
-        .fetch_optional(&self.pool)
-        .await.db()?;
+        .bind(run);
+        let row = match tx {
+            Some(tx) => query.fetch_optional(&mut **tx).await.db()?,
+            None => query.fetch_optional(&self.pool).await.db()?,
+        };
         Ok(row.map(|row| RunOutline { census: row.census, classes: row.classes as u64 }))
     }
 

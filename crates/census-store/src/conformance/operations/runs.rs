@@ -162,9 +162,11 @@ pub(super) async fn statistics_are_refreshed_once_a_run_is_committed<B: StorageB
 
 pub(super) async fn an_outline_is_the_census_and_its_classes<B: StorageBackend>(backend: Arc<B>) {
     let (run, _) = new_run(&*backend, 1, 3).await;
-    let outline = backend.run_outline(run).await.unwrap().unwrap();
+    let outline = backend.run_outline(None, run).await.unwrap().unwrap();
     assert_eq!((outline.census.as_str(), outline.classes), (fixtures::SMALL, 2));
-    assert!(backend.run_outline(run + 1).await.unwrap().is_none());
+    assert!(backend.run_outline(None, run + 1).await.unwrap().is_none());
+    let mut tx = backend.begin().await.unwrap();
+    assert_eq!(backend.run_outline(Some(&mut tx), run).await.unwrap().unwrap().classes, 2, "in a transaction");
 }
 
 pub(super) async fn runs_are_listed_oldest_first<B: StorageBackend>(backend: Arc<B>) {
