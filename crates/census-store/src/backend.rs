@@ -20,12 +20,12 @@
 //! - **Transactions.** Operations that take a transaction (`tx`) run in
 //!   it and see each other's writes; nothing of it is seen elsewhere until
 //!   [`Transactions::commit`], and [`Transactions::rollback`] (or dropping
-//!   it) undoes all of it. The store
-//!   begins it, and commits only when every step succeeded. Operations
-//!   without one run on their own, atomically; the few that take an
-//!   `Option` of one do either. The store never runs an operation without
-//!   a transaction while it holds one, so a backend may run one
-//!   transaction at a time (SQLite does: one connection).
+//!   it) undoes all of it. The store begins it, and commits only when
+//!   every step succeeded. Operations without one run on their own,
+//!   atomically; the few that take an `Option` of one do either. The store
+//!   never runs an operation without a transaction while it holds one, so
+//!   a backend may run one transaction at a time (SQLite does: one
+//!   connection).
 //! - **Locks.** Rows an operation locks stay locked to the end of its
 //!   transaction, and are locked in the order given: identities first
 //!   ([`Transactions::lock_identities`]), then jobs by id, classes by (run,
@@ -76,7 +76,7 @@
 //!   Both move with whatever moves a job into or out of its lease: a
 //!   lease, a decided report, a failure, a release, a new round. (Postgres
 //!   keeps each in slots summed on reading, so that concurrent statements
-//!   do not queue on one row; SQLite in one row.)
+//!   do not queue on one row; SQLite in one row a run or identity.)
 //! - **Results and rejections are append-only**: no operation changes or
 //!   deletes one, and the database refuses anyone who tries (a trigger
 //!   raises `results are append-only`: a
@@ -96,12 +96,12 @@
 //!   has no result of the job's current round (whatever its outcome: one
 //!   vote an identity, job and round) and has failed the job fewer than
 //!   `max_failures` times in its current failure epoch. Only open jobs are
-//!   leased to it. (A backend may take a job whose row counts no votes
-//!   (`JobChange::votes_added`, since its round began) as having no
-//!   result of its round, and one that counts no failures
-//!   (`FailureTally::failures`) as failed by nobody in its epoch: the
-//!   store counts them with the results and failures it writes, and the
-//!   SQL backend looks at the results and failures of those jobs only.)
+//!   leased to it. A backend may trust a job's own counters here: a job
+//!   whose votes are 0 (the `JobChange::votes_added` since its round
+//!   began) has no result of its round, and one whose failures are 0
+//!   (`FailureTally::failures`) was failed by nobody in its epoch, since
+//!   the store counts both with the results and failures it writes; the
+//!   SQL backend reads the results and failures of the other jobs only.
 //! - **The votes** ([`ResultStorage::load_votes`]): the results whose
 //!   outcome is a vote or the accepted count, of every round, in the order
 //!   they were recorded; the store keeps the current round's and decides
