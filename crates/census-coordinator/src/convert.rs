@@ -15,10 +15,7 @@ use crate::limits::{self, MAX_NAME_LEN, MAX_TOKEN_LEN};
 /// what may pass is UNAVAILABLE.
 pub fn status_of(error: StoreError) -> Status {
     let message = error.report();
-    if matches!(
-        error,
-        StoreError::Database(_) | StoreError::Unavailable(_) | StoreError::Connect { .. } | StoreError::Internal(_)
-    ) {
+    if matches!(error, StoreError::Database(_) | StoreError::Connect { .. } | StoreError::Internal(_)) {
         metrics::counter!("census_store_errors_total", "retryable" => if error.is_retryable() { "yes" } else { "no" })
             .increment(1);
     }
@@ -29,7 +26,8 @@ pub fn status_of(error: StoreError) -> Status {
         StoreError::TotalMismatch { .. } | StoreError::Fold(_) | StoreError::UnreadableCensus { .. } => {
             Status::data_loss(message)
         }
-        StoreError::Connect { .. } | StoreError::Unavailable(_) => Status::unavailable(message),
+        StoreError::Connect { .. } => Status::unavailable(message),
+        StoreError::Database(database) if database.is_retryable() => Status::unavailable(message),
         StoreError::Database(_) | StoreError::Internal(_) | StoreError::BadLocation { .. } => Status::internal(message),
     }
 }

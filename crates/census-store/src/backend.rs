@@ -1,32 +1,118 @@
 //! The seam between the store's rules and its storage: [`StorageBackend`],
-//! the named operations a backend provides, and the records and parameters
-//! they pass. The rules ([`crate::Store`]: votes, quorum, conflicts, the
-//! fold at finish and its checks, quarantine, failing for good) are written
-//! once above it and call only these operations; a backend decides nothing.
-//! SQL on Postgres and SQLite is one backend ([`crate::SqlBackend`]).
-//!
-//! An operation is a storage verb: it reads rows, or writes what the rules
-//! decided. Operations that take a transaction (`tx`) run in it and see
-//! each other's writes; the store begins it, and commits it only when
-//! every step succeeded (dropping it rolls back). Operations without one
-//! run on their own; the few reads that take an `Option` of one do either.
-//! Where rows are locked, they are locked in the order given (jobs by id,
-//! then classes by (run, class), then runs by id, the order every
-//! transaction of the store takes), so that concurrent transactions cannot
-//! deadlock.
+//! the named operations a backend provides, the records and parameters
+//! they pass, and the rules every backend keeps. The rules of the store
+//! ([`crate::Store`]: votes, quorum, conflicts, the fold at finish and its
+//! checks, quarantine, failing for good) are written once above it and
+//! call only these operations; a backend decides nothing. SQL on Postgres
+//! and SQLite is one backend ([`crate::SqlBackend`]); this page is what a
+//! new one must do, without reading its migrations.
 //!
 //! The operations are grouped in traits by concern ([`Transactions`],
 //! [`RunStorage`], [`QueueStorage`], [`ResultStorage`], [`AnswerStorage`],
 //! [`RemedyStorage`], [`IdentityStorage`]); a backend implements each, and
-//! is then a [`StorageBackend`]. `Store::open(backend, config)` makes it a
-//! [`crate::JobStore`], and `census_store::conformance::exercise_backend`
-//! checks every property of that store.
+//! is then a [`StorageBackend`]. Each operation's documentation is its
+//! rule. `Store::open(backend, config)` makes it a [`crate::JobStore`];
+//! `census_store::conformance::exercise_backend` checks each operation on
+//! its own, then every property of that store.
 //!
-//! Numbers: counts are up to 128 bits, and sums of them far larger; a
-//! backend keeps them exactly (Postgres adds NUMERIC in SQL, SQLite keeps
-//! decimal text and adds in Rust). A few stored sums are handed up as the
-//! decimal text the backend holds (a whole number, possibly with a
-//! fraction of zeros), read only when their value is needed.
+//! # What every operation keeps
+//!
+//! - **Transactions.** Operations that take a transaction (`tx`) run in
+//!   it and see each other's writes; nothing of it is seen elsewhere until
+//!   [`Transactions::commit`], and [`Transactions::rollback`] (or dropping
+//!   it) undoes all of it. The store begins it, and commits only when
+//!   every step succeeded. Operations without one run on their own,
+//!   atomically; the few that take an `Option` of one do either. The store
+//!   never runs an operation without a transaction while it holds one, so
+//!   a backend may run one transaction at a time (SQLite does: one
+//!   connection).
+//! - **Locks.** Rows an operation locks stay locked to the end of its
+//!   transaction, and are locked in the order given: identities first
+//!   ([`Transactions::lock_identities`]), then jobs by id, classes by (run,
+//!   class), runs by id, the order every transaction of the store takes,
+//!   so that concurrent transactions cannot deadlock. A backend with one
+//!   writer at a time has every lock already.
+//! - **Time** is Unix milliseconds, always given by the caller (`now`,
+//!   `expires_at`, ...): a backend never reads a clock, so every rule
+//!   below is decided at the time the store says.
+//! - **Numbers** are exact: counts up to 128 bits, weights too, sums of
+//!   them far larger (Postgres adds NUMERIC in SQL, SQLite keeps decimal
+//!   text and adds in Rust). A few stored sums are handed up as the decimal
+//!   text the backend holds (a whole number, possibly with a fraction of
+//!   zeros: [`parse_big`]).
+//! - **Unknown ids** are left out of what a read returns (a job, a run);
+//!   they are never an error, unless the operation says so.
+//!
+//! # A job and its lease
+//!
+//! A job is [`JobState::Pending`], `Leased`, `Done` or `Failed`. A leased
+//! job has an owner (the identity), a token, the time its lease expires
+//! and the time it started ([`LeaseFields`]); a lease whose expiry is
+//! before `now` is *expired* but stays leased, and its job is leased
+//! again only by [`QueueStorage::lease_jobs`] (`Waiting::Expired`). Every
+//! operation that moves a job out of the leased state *retires* its
+//! lease: no owner, no token, no expiry ([`ResultStorage::mark_decided`],
+//! [`RemedyStorage::set_failures`], [`QueueStorage::release_leases`],
+//! [`RemedyStorage::start_new_round`], [`RemedyStorage::requeue_failed_job`]),
+//! so the old token is refused from then on. A job's `attempt` grows by
+//! one with every lease; its `round` with every reopening (a recount, a
+//! quarantine reaching back), and its failure epoch with every reopening
+//! and requeue.
+//!
+//! # What the database keeps by itself
+//!
+//! The SQL backend keeps these with triggers (migrations `run_leases`,
+//! `owner_leases`, `0001_census` and `0002_trust`), so that no statement,
+//! present or future, can forget them; another backend keeps them however
+//! it likes, as long as they hold after every operation:
+//!
+//! - **Each run's leased jobs**: [`AnswerStorage::leased_jobs`] is the
+//!   number of the run's jobs in the leased state, expired or not.
+//! - **Each identity's leased jobs**: [`QueueStorage::leases_counted`] is
+//!   the number of jobs in the leased state owned by the identity, expired
+//!   or not. A job leased again by another identity counts -1 for the old
+//!   owner and +1 for the new; by the same identity, no change.
+//!
+//!   Both move with whatever moves a job into or out of its lease: a
+//!   lease, a decided report, a failure, a release, a new round. (Postgres
+//!   keeps each in slots summed on reading, so that concurrent statements
+//!   do not queue on one row; SQLite in one row a run or identity.)
+//! - **Results and rejections are append-only**: no operation changes or
+//!   deletes one, and the database refuses anyone who tries (a trigger
+//!   raises `results are append-only`: a
+//!   [`DatabaseErrorKind::Constraint`](crate::DatabaseErrorKind::Constraint)).
+//!   A new round leaves its job's old results where they are; they stop
+//!   counting because their round is not the job's.
+//!
+//! # Who may vote, and which results count
+//!
+//! A result is recorded with its job's round and an outcome
+//! ([`ResultOutcome`]: a vote, the accepted count, or the vote that showed
+//! a conflict). Three operations decide with these rules, in the backend
+//! (the SQL backend in its statements), because they pick rows:
+//!
+//! - **Open to an identity** ([`OpenTo`]; [`QueueStorage::lease_jobs`],
+//!   [`QueueStorage::has_job_open_to`]): a job is open to an identity that
+//!   has no result of the job's current round (whatever its outcome: one
+//!   vote an identity, job and round) and has failed the job fewer than
+//!   `max_failures` times in its current failure epoch. Only open jobs are
+//!   leased to it. A backend may trust a job's own counters here: a job
+//!   whose votes are 0 (the `JobChange::votes_added` since its round
+//!   began) has no result of its round, and one whose failures are 0
+//!   (`FailureTally::failures`) was failed by nobody in its epoch, since
+//!   the store counts both with the results and failures it writes; the
+//!   SQL backend reads the results and failures of the other jobs only.
+//! - **The votes** ([`ResultStorage::load_votes`]): the results whose
+//!   outcome is a vote or the accepted count, of every round, in the order
+//!   they were recorded; the store keeps the current round's and decides
+//!   the quorum (`decision.rs`).
+//! - **The results that count** ([`RemedyStorage::jobs_counted_by`], what
+//!   a quarantine reopens): an identity's vote or accepted count of the
+//!   job's current round, on a job that is pending or leased (a vote that
+//!   waits for a quorum) or done with that same count (the accepted one,
+//!   or a vote that agreed with it). An outvoted vote on a done job, a
+//!   result on a failed job, a result of an earlier round and the vote of
+//!   a conflict do not count.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -653,14 +739,25 @@ pub enum TokenFilter<'a> {
 pub trait Transactions: Send + Sync + 'static {
     /// A transaction: committed by [`Transactions::commit`], rolled back when dropped.
     type Tx: Send;
+    /// A new transaction. (A backend that runs one at a time may wait here
+    /// for the one before to end.)
     async fn begin(&self) -> Result<Self::Tx, StoreError>;
+    /// Makes everything the transaction wrote seen by every later
+    /// operation, at once and whole; on an error nothing of it is.
     async fn commit(&self, tx: Self::Tx) -> Result<(), StoreError>;
+    /// Undoes everything the transaction wrote and ends it: its locks are
+    /// released when this returns. (Dropping a transaction undoes it too,
+    /// but a backend may finish that later: sqlx rolls back on the
+    /// connection's next use, and until then its rows stay locked.)
+    async fn rollback(&self, tx: Self::Tx) -> Result<(), StoreError>;
     /// Takes the lock of each identity, in the order given, until the
-    /// transaction ends: one identity's leases, completions, failures and
+    /// transaction ends: another transaction that locks one of them waits
+    /// until then, so one identity's leases, completions, failures and
     /// quarantine run one after another. (A backend with one writer at a
     /// time has it already.) Taking a lock the transaction holds is allowed.
     async fn lock_identities(&self, tx: &mut Self::Tx, workers: &[&str]) -> Result<(), StoreError>;
-    /// Answers when the database does, on a connection of its own.
+    /// Answers when the database does, on a connection of its own: a busy
+    /// pool does not make it fail.
     async fn ping(&self) -> Result<(), StoreError>;
     /// Closes every connection; later calls fail.
     async fn close(&self);
@@ -669,18 +766,26 @@ pub trait Transactions: Send + Sync + 'static {
 /// Runs: creating, finding, listing, cancelling and prioritising them.
 #[async_trait]
 pub trait RunStorage: Transactions {
-    /// The run with this spec (census text, counter version, redundancy).
+    /// The run with this spec (its census's text, counter version and
+    /// redundancy: all three must be equal), committed.
     async fn find_run(&self, spec: &RunSpec) -> Result<Option<RunId>, StoreError>;
     /// Clears the run's cancellation; true if it was cancelled.
     async fn resume_run(&self, run: RunId) -> Result<bool, StoreError>;
-    /// Inserts the run's row with no jobs yet; a run with the same spec
-    /// is a duplicate (and the transaction may then be unusable).
+    /// Inserts the run's row with no jobs yet (its job counts and costs 0,
+    /// nothing counted, unfinished, priority 0, not cancelled), its id
+    /// higher than every run's before. A run with the same spec is
+    /// [`Inserted::Duplicate`] (and the transaction may then be unusable:
+    /// the store drops it).
     async fn insert_run(&self, tx: &mut Self::Tx, run: &NewRun<'_>) -> Result<Inserted<RunId>, StoreError>;
+    /// Inserts the run's classes (each of at least one job) with nothing
+    /// counted (no job done, count sum and contribution 0).
     async fn insert_classes(&self, tx: &mut Self::Tx, run: RunId, classes: &[NewClass<'_>]) -> Result<(), StoreError>;
-    /// Inserts pending jobs, their ids in the order given (a fold walks a
-    /// run's jobs by id, in step with its census's list); a key the run has
-    /// already is a duplicate, and a job whose class the run does not have
-    /// is an error.
+    /// Inserts pending jobs (attempt 0, round 0, failure epoch 0, no votes,
+    /// no count), their ids increasing in the order given (a fold walks a
+    /// run's jobs by id, in step with its census's list). A key the run has
+    /// already is [`Inserted::Duplicate`] (the transaction may then be
+    /// unusable); a job whose class the run does not have is an error, and
+    /// nothing of the chunk is inserted.
     async fn insert_jobs(
         &self,
         tx: &mut Self::Tx,
@@ -688,6 +793,7 @@ pub trait RunStorage: Transactions {
         jobs: &[NewJob<'_>],
         now: i64,
     ) -> Result<Inserted<()>, StoreError>;
+    /// Sets each listed class's job count.
     async fn set_class_jobs_total(
         &self,
         tx: &mut Self::Tx,
@@ -706,14 +812,18 @@ pub trait RunStorage: Transactions {
     async fn refresh_statistics(&self) -> Result<(), StoreError> {
         Ok(())
     }
-    async fn run_outline(&self, run: RunId) -> Result<Option<RunOutline>, StoreError>;
-    /// Every run (or only `run`), oldest first.
+    /// The run's census (as stored) and its number of classes, in `tx` or
+    /// on its own; `None` for an unknown run.
+    async fn run_outline(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<Option<RunOutline>, StoreError>;
+    /// Every run (or only `run`), oldest (lowest id) first.
     async fn runs(&self, run: Option<RunId>) -> Result<Vec<RunRecord>, StoreError>;
-    /// The run's counters and answer, in `tx` or on its own.
+    /// The run's counters and answer, in `tx` or on its own; `None` for an
+    /// unknown run.
     async fn run_state(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<Option<RunState>, StoreError>;
     /// The census of each job's run (unknown jobs are left out).
     async fn job_censuses(&self, jobs: &[JobId]) -> Result<Vec<JobCensus>, StoreError>;
-    /// Marks the run cancelled (if it is not).
+    /// Marks the run cancelled at `now`, unless it is already (then its
+    /// first cancellation's time stays).
     async fn mark_cancelled(&self, tx: &mut Self::Tx, run: RunId, now: i64) -> Result<(), StoreError>;
     async fn set_priority(&self, run: RunId, priority: i64) -> Result<(), StoreError>;
 }
@@ -721,26 +831,33 @@ pub trait RunStorage: Transactions {
 /// The queue: leases and heartbeats.
 #[async_trait]
 pub trait QueueStorage: Transactions {
-    /// Unfinished, uncancelled runs (or only `run`), highest priority first, then oldest.
+    /// Unfinished, uncancelled runs (or only `run`, if it is one), highest
+    /// priority first, then oldest.
     async fn open_runs(&self, tx: Option<&mut Self::Tx>, run: Option<RunId>) -> Result<Vec<OpenRun>, StoreError>;
-    /// How many unexpired leases the identity holds at `now`.
+    /// How many leases the identity holds at `now`: its leased jobs whose
+    /// lease expires at `now` or later.
     async fn held_leases(&self, tx: &mut Self::Tx, worker: &str, now: i64) -> Result<i64, StoreError>;
     /// How many jobs the identity holds in the leased state, expired or
-    /// not, as a trigger counts them (migration `owner_leases`): a few
-    /// rows to read, and never fewer than [`Self::held_leases`].
+    /// not: the count the database keeps by itself (see the module's
+    /// rules; SQL: migration `owner_leases`), a few rows to read, and never
+    /// fewer than [`Self::held_leases`].
     async fn leases_counted(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;
     /// Leases up to `wanted` jobs of one run that are [`Waiting`] and
-    /// [`OpenTo`] the identity, in id order, skipping jobs other
-    /// transactions hold: each takes a new attempt, a token
-    /// `{salt}-{job id}-{attempt}` and its expiry.
+    /// [`OpenTo`] the identity (with `max_failures`), of `stage` only if
+    /// given; pending jobs from id `from` on, in id order; expired leases
+    /// oldest expiry first. Jobs other transactions hold are skipped, not
+    /// waited for. Each becomes leased to `worker`, its attempt one more,
+    /// its token `{token_salt}-{job id}-{attempt}`, started at `now`,
+    /// expiring at `expires_at`. Returns them.
     async fn lease_jobs(&self, tx: &mut Self::Tx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError>;
-    /// Whether any lease of the run has expired by `now` (Unix ms) and is
-    /// not yet taken again, in `tx`: after a look that came back short,
-    /// whether what it left is there for other identities.
+    /// Whether any job of the run is leased with a lease expired before
+    /// `now` (so not taken again yet), in `tx`: after a look that came
+    /// back short, whether what it left is there for other identities.
     async fn has_expired_leases(&self, tx: &mut Self::Tx, run: RunId, now: i64) -> Result<bool, StoreError>;
-    /// The first pending job of the run (of its `stage`, in a run of
-    /// stages) below `below`, in `tx`: after a scan from the first pending
-    /// job, one it passed (not open to its identity, or locked).
+    /// The lowest pending job of the run (of its `stage`, in a run of
+    /// stages) with an id below `below`, skipping jobs other transactions
+    /// hold, in `tx`: after a scan from the first pending job, one it
+    /// passed (not open to its identity).
     async fn first_pending_below(
         &self,
         tx: &mut Self::Tx,
@@ -748,16 +865,25 @@ pub trait QueueStorage: Transactions {
         stage: Option<u32>,
         below: JobId,
     ) -> Result<Option<JobId>, StoreError>;
-    /// Whether any job of the run in the state is [`OpenTo`] the identity.
+    /// Whether any job of the run in the state ([`OpenTo::state`]) is
+    /// [`OpenTo`] the identity.
     async fn has_job_open_to(&self, open: &OpenTo<'_>) -> Result<bool, StoreError>;
     /// The lowest stage of a run of stages holding a pending, a leased and
-    /// a failed job, read at once (so the three agree), in `tx` or on its own.
+    /// a failed job (`None`: no such job, or a run of one stage), read at
+    /// once (so the three agree), in `tx` or on its own.
     async fn lowest_stages(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<LowestStages, StoreError>;
-    /// Extends the leases [`ExtendLeases`] names; returns the tokens extended.
+    /// Extends the leases [`ExtendLeases`] names that `worker` holds at
+    /// `now` with that token (leased, its owner, not expired), of runs not
+    /// cancelled, to `expires_at` but never past the lease's start plus
+    /// the longest lifetime (the larger of `max_lifetime_ms` and the run's
+    /// own), and none whose start plus that lifetime is `now` or earlier.
+    /// Returns the tokens extended; the rest are left as they are.
     async fn extend_leases(&self, extend: &ExtendLeases<'_>) -> Result<HashSet<String>, StoreError>;
-    /// Puts leased jobs back to pending, their leases retired.
+    /// Puts every leased job of the run, or of the identity ([`HeldBy`]),
+    /// expired or not, back to pending, their leases retired.
     async fn release_leases(&self, tx: &mut Self::Tx, held_by: HeldBy<'_>, now: i64) -> Result<(), StoreError>;
-    /// The leases of these jobs (unknown jobs are left out).
+    /// The leases of these jobs, as their rows hold them, whatever their
+    /// state (unknown jobs are left out).
     async fn leases_of(&self, jobs: &[JobId]) -> Result<Vec<LeaseRecord>, StoreError>;
 }
 
@@ -765,13 +891,17 @@ pub trait QueueStorage: Transactions {
 /// and writes once it has.
 #[async_trait]
 pub trait ResultStorage: Transactions {
-    /// The jobs `ids` (sorted), locked in that order.
+    /// The jobs `ids` (sorted), locked in that order, with their runs'
+    /// redundancy, cancellation and counter version (unknown ones are left
+    /// out).
     async fn load_jobs(&self, tx: &mut Self::Tx, ids: &[JobId]) -> Result<Vec<JobRecord>, StoreError>;
     /// Every vote and accepted result of the jobs `ids`, of any round, in
-    /// the order they were recorded.
+    /// the order they were recorded (not the votes that opened conflicts).
     async fn load_votes(&self, tx: &mut Self::Tx, ids: &[JobId]) -> Result<Vec<VoteRecord>, StoreError>;
+    /// Appends the results, each finished at `now`. Never changed after.
     async fn insert_results(&self, tx: &mut Self::Tx, results: &[NewResult], now: i64) -> Result<(), StoreError>;
-    /// Each job takes its new state, count (if given) and votes; its lease is retired.
+    /// Each job takes its new state, its count (if given; else it keeps
+    /// the one it has) and `votes_added` more votes; its lease is retired.
     async fn mark_decided(
         &self,
         tx: &mut Self::Tx,
@@ -781,8 +911,12 @@ pub trait ResultStorage: Transactions {
     /// Flags the jobs with an open conflict.
     async fn flag_conflicts(&self, tx: &mut Self::Tx, jobs: &[JobId]) -> Result<(), StoreError>;
     /// Adds counts and done jobs to classes (locked in key order), exactly,
-    /// with their contributions and their runs' weighted sums so far.
+    /// with their contributions (weight x count sum^class_power of their
+    /// run) and their runs' weighted sums so far (the sum of their classes'
+    /// contributions).
     async fn add_to_classes(&self, tx: &mut Self::Tx, changes: &ClassChanges) -> Result<(), StoreError>;
+    /// Adds each identity's accepted jobs and their counts to its
+    /// statistics in the run (a new row the first time), seen at `now`.
     async fn add_to_worker_stats(
         &self,
         tx: &mut Self::Tx,
@@ -790,9 +924,11 @@ pub trait ResultStorage: Transactions {
         now: i64,
     ) -> Result<(), StoreError>;
     /// Adds to the run's counters: done jobs (taken from those
-    /// remaining), conflicts, failed jobs and the counted sum; returns the
-    /// run's state after it.
+    /// remaining) and their cost, conflicts, failed jobs and the counted
+    /// sum; returns the run's state after it. An unknown run is
+    /// [`StoreError::UnknownRun`].
     async fn add_to_run(&self, tx: &mut Self::Tx, run: RunId, change: &RunChange) -> Result<RunState, StoreError>;
+    /// Appends the rejections, each at `now`. Never changed after.
     async fn insert_rejections(&self, tx: &mut Self::Tx, rejections: &[Rejection], now: i64) -> Result<(), StoreError>;
     /// How many results of the identity were rejected, in every run.
     async fn rejections_of(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;
@@ -802,55 +938,67 @@ pub trait ResultStorage: Transactions {
 /// checks, progress.
 #[async_trait]
 pub trait AnswerStorage: Transactions {
-    /// A page of a fold, in `tx` (finishing a run) or on its own
-    /// (rechecking a finished one: each page then sees the database's
+    /// A page of a fold ([`FoldPage`]), in `tx` (finishing a run) or on its
+    /// own (rechecking a finished one: each page then sees the database's
     /// current statistics, where one long transaction may keep a plan made
     /// before the run's rows were counted).
     async fn fold_page(&self, tx: Option<&mut Self::Tx>, page: &FoldPage) -> Result<Vec<FoldRow>, StoreError>;
-    /// A page of the run's classes with their sums.
+    /// A page of the run's classes with their sums, in class order.
     async fn class_sums_page(&self, tx: &mut Self::Tx, page: &ClassPage) -> Result<Vec<ClassSums>, StoreError>;
     /// The sum of the classes' contributions so far, in `tx` or on its own.
     async fn weighted_sum_so_far(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<BigUint, StoreError>;
-    /// Marks the run finished with its answer.
+    /// Marks the run finished at `finished_at` with its weighted sum and answer.
     async fn write_answer(&self, tx: &mut Self::Tx, answer: &FinishedAnswer<'_>) -> Result<(), StoreError>;
-    /// How many of the run's jobs are leased, without reading them: a
-    /// run's leases move on thousands of times a second.
+    /// How many of the run's jobs are leased, expired or not: the count
+    /// the database keeps by itself (see the module's rules; SQL:
+    /// migration `run_leases`), without reading the jobs: a run's leases
+    /// move on thousands of times a second.
     async fn leased_jobs(&self, run: RunId) -> Result<i64, StoreError>;
+    /// How many results were rejected in the run.
     async fn rejections_in(&self, run: RunId) -> Result<i64, StoreError>;
+    /// The run's newest results finished at `since` or later, at most
+    /// `limit` of them ([`Recent`]): how many, their jobs' cost, and when
+    /// the oldest of them finished.
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError>;
-    /// Each identity's statistics in the run, by name.
+    /// Each identity's statistics in the run, most jobs first (then by
+    /// name), at most `limit` of them.
     async fn worker_stats(&self, run: RunId, limit: u32) -> Result<Vec<WorkerProgress>, StoreError>;
-    /// How many identities have results for the run (rows of `worker_stats`).
+    /// How many identities have statistics in the run.
     async fn workers_of(&self, run: RunId) -> Result<i64, StoreError>;
     /// A page of the run's classes with their sums, in class order.
     async fn class_totals(&self, page: &ClassPage) -> Result<Vec<ClassTotal>, StoreError>;
-    /// A page of the accepted counts of a run's done jobs.
+    /// A page of the accepted counts of a run's done jobs ([`AcceptedPage`]).
     async fn accepted_counts(&self, page: &AcceptedPage) -> Result<Vec<AcceptedCount>, StoreError>;
 }
 
 /// Recounts, failures and requeues: reopening jobs for a new round.
 #[async_trait]
 pub trait RemedyStorage: Transactions {
-    /// The jobs `ids` (sorted), locked in that order (unknown ones are left out).
+    /// The jobs `ids` (sorted), locked in that order, with what reopening
+    /// them takes out (unknown ones are left out).
     async fn lock_jobs_to_reopen(&self, tx: &mut Self::Tx, ids: &[JobId]) -> Result<Vec<ReopenedJob>, StoreError>;
     /// Takes counts and done jobs out of classes, exactly (the reverse of
-    /// [`ResultStorage::add_to_classes`]).
+    /// [`ResultStorage::add_to_classes`], contributions and weighted sums
+    /// so far included).
     async fn take_out_of_classes(&self, tx: &mut Self::Tx, changes: &ClassChanges) -> Result<(), StoreError>;
-    /// Takes reopened jobs out of the run's counters; the run is unfinished again.
+    /// Takes reopened jobs out of the run's counters ([`RunTakeOut`]); the
+    /// run is unfinished again (no finish time, weighted sum or answer).
     async fn take_out_of_run(&self, tx: &mut Self::Tx, run: RunId, take_out: &RunTakeOut) -> Result<(), StoreError>;
-    /// Each job is pending in a new round: count, votes, conflict and
-    /// failures cleared, a new failure epoch, its lease retired.
+    /// Each job is pending in a new round (its round one more): count,
+    /// votes, conflict and failures cleared, a new failure epoch, its lease
+    /// retired. Its results stay where they are.
     async fn start_new_round(&self, tx: &mut Self::Tx, ids: &[JobId], now: i64) -> Result<(), StoreError>;
     /// The jobs whose current round holds a result of the identity that
-    /// counts (its accepted result, or a vote that agrees with the accepted
-    /// count or still waits for a quorum), by id.
+    /// counts (see the module's rules: its accepted result, or a vote that
+    /// agrees with the accepted count or still waits for a quorum), each
+    /// once, by id.
     async fn jobs_counted_by(&self, tx: &mut Self::Tx, worker: &str) -> Result<Vec<JobId>, StoreError>;
-    /// The job, locked.
+    /// The job, locked, with its conflict flag; `None` if unknown.
     async fn lock_flagged_job(&self, tx: &mut Self::Tx, job: JobId) -> Result<Option<FlaggedJob>, StoreError>;
     /// The jobs of `run`'s stages after `stage` that hold anything of their
     /// round (not pending, or pending with votes or failures), by id.
     async fn jobs_after_stage(&self, tx: &mut Self::Tx, run: RunId, stage: u32) -> Result<Vec<JobId>, StoreError>;
-    /// The run's failed jobs (or only `job`), locked by id.
+    /// The run's failed jobs (or only `job`, if it is one), locked by id.
     async fn lock_failed_jobs(
         &self,
         tx: &mut Self::Tx,
@@ -860,18 +1008,19 @@ pub trait RemedyStorage: Transactions {
     /// The job's state as stored, if it is a job of the run.
     async fn job_state(&self, tx: &mut Self::Tx, run: RunId, job: JobId) -> Result<Option<String>, StoreError>;
     /// A failed job is pending again, its failures cleared (a new failure
-    /// epoch), its lease retired.
+    /// epoch, the same round), its lease retired.
     async fn requeue_failed_job(&self, tx: &mut Self::Tx, job: JobId, now: i64) -> Result<(), StoreError>;
     /// Adds `jobs` (or takes them out, when negative) to the run's failed jobs.
     async fn add_failed_jobs(&self, tx: &mut Self::Tx, run: RunId, jobs: i64) -> Result<(), StoreError>;
-    /// The job, locked, as a failure report reads it.
+    /// The job, locked, as a failure report reads it; `None` if unknown.
     async fn lock_failing_job(&self, tx: &mut Self::Tx, job: JobId) -> Result<Option<FailingJob>, StoreError>;
+    /// Appends a failure of the job, in its epoch.
     async fn insert_failure(&self, tx: &mut Self::Tx, failure: &NewFailure<'_>) -> Result<(), StoreError>;
     /// How many distinct identities failed the job in the epoch.
     async fn failing_identities(&self, tx: &mut Self::Tx, job: JobId, epoch: i64) -> Result<i64, StoreError>;
     /// The job takes its next state and failure count; its lease is retired.
     async fn set_failures(&self, tx: &mut Self::Tx, tally: &FailureTally, now: i64) -> Result<(), StoreError>;
-    /// How many failures the identity reported, in every run.
+    /// How many failures the identity reported, in every run and epoch.
     async fn failures_of(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;
 }
 
@@ -879,23 +1028,28 @@ pub trait RemedyStorage: Transactions {
 /// and hash; it never sees a secret.
 #[async_trait]
 pub trait IdentityStorage: Transactions {
-    /// Stores a new credential; a name already stored is a duplicate.
+    /// Stores a new credential, created at `now`; a name already stored
+    /// (revoked or not) is [`Inserted::Duplicate`].
     async fn insert_token(&self, credential: &Credential<'_>, now: i64) -> Result<Inserted<()>, StoreError>;
+    /// The credential of that name, revoked or not.
     async fn token_named(&self, name: &str) -> Result<Option<StoredToken>, StoreError>;
     /// Gives the stored credential of that name this role and hash.
     async fn replace_token(&self, credential: &Credential<'_>) -> Result<(), StoreError>;
-    /// Revokes the credential if it is not; true if it was revoked now.
+    /// Revokes the credential at `now` if it is not; true if it was revoked now.
     async fn revoke_token(&self, name: &str, now: i64) -> Result<bool, StoreError>;
+    /// Whether a credential of that name is stored, revoked or not.
     async fn token_exists(&self, name: &str) -> Result<bool, StoreError>;
-    /// Credentials by name, each with its quarantine and rejection count.
+    /// Credentials by name, each with its quarantine and how many of its
+    /// results were rejected (in every run).
     async fn tokens(&self, filter: TokenFilter<'_>) -> Result<Vec<TokenRecord>, StoreError>;
     /// Whether the identity is quarantined, in `tx` or on its own.
     async fn is_quarantined(&self, tx: Option<&mut Self::Tx>, worker: &str) -> Result<bool, StoreError>;
-    /// Quarantines the identity; false if it was already.
+    /// Quarantines the identity; false (and the first quarantine kept) if
+    /// it was already.
     async fn insert_quarantine(&self, tx: &mut Self::Tx, quarantine: &NewQuarantine<'_>) -> Result<bool, StoreError>;
     /// Every quarantined identity, by name.
     async fn quarantined(&self) -> Result<Vec<QuarantineEntry>, StoreError>;
-    /// False if the identity was not quarantined.
+    /// Ends the identity's quarantine; false if it was not quarantined.
     async fn release_quarantine(&self, worker: &str) -> Result<bool, StoreError>;
 }
 

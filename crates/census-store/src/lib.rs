@@ -37,6 +37,7 @@
 pub mod backend;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod error;
 mod sql;
 mod store;
 
@@ -46,6 +47,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use census_math::census::{Census, JobSpec};
+pub use error::{DatabaseError, DatabaseErrorKind};
 use num_bigint::BigUint;
 pub use sql::{MAX_CONNECTIONS, POSTGRES_CONNECTIONS, SqlBackend, SqlTx, pool_size};
 pub use store::Store;
@@ -393,18 +395,18 @@ pub enum StoreError {
     /// file that is no SQLite database): bad input, never worth a retry.
     #[error("the database {url} cannot be used: {reason}")]
     BadLocation { url: String, reason: String },
-    #[error("the database is unavailable")]
-    Unavailable(#[source] sqlx::Error),
-    #[error("database error")]
-    Database(#[source] sqlx::Error),
+    /// The database failed a statement or could not be reached: the kind
+    /// of failure (whether a retry may help) and the database's own words.
+    #[error("{}", .0.kind())]
+    Database(#[source] DatabaseError),
     /// A stored value this code cannot read, or a task that panicked.
     #[error("internal error: {0}")]
     Internal(String),
 }
 
 impl StoreError {
-    /// The error and its sources, one after the other: `database error:
-    /// error returned from database: ...`. (`Display` shows the first only,
+    /// The error and its sources, one after the other: `the database is
+    /// busy: error returned from database: ...`. (`Display` shows the first only,
     /// so that `anyhow`'s `{:#}` does not repeat the sources.)
     pub fn report(&self) -> String {
         let mut report = self.to_string();
@@ -418,29 +420,14 @@ impl StoreError {
     }
 
     /// Whether the same call may succeed later (the database was
-    /// unreachable or a transaction lost a race), as opposed to a permanent refusal.
+    /// unreachable, busy or full: [`DatabaseErrorKind::is_retryable`]), as
+    /// opposed to a permanent refusal.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_) | StoreError::Connect { retryable: true, .. })
-    }
-}
-
-impl From<sqlx::Error> for StoreError {
-    fn from(error: sqlx::Error) -> StoreError {
-        let retryable = match &error {
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => {
-                true
-            }
-            sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
-            // SQLSTATE classes 08 (connection), 40 (serialization, deadlock),
-            // 53 (resources) and 57 (shutdown) pass; anything else is permanent.
-            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-                ["08", "40", "53", "57"].iter().any(|class| code.starts_with(class))
-                    || code == "5" // SQLITE_BUSY
-                    || code == "6" // SQLITE_LOCKED
-            }),
+        match self {
+            StoreError::Database(error) => error.is_retryable(),
+            StoreError::Connect { retryable, .. } => *retryable,
             _ => false,
-        };
-        if retryable { StoreError::Unavailable(error) } else { StoreError::Database(error) }
+        }
     }
 }
 

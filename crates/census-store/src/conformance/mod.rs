@@ -1,18 +1,21 @@
-//! The conformance suite of [`JobStore`]: every property a store must have,
-//! as one public function that any backend runs on stores it makes.
+//! The conformance suite of a store: each named operation of a backend on
+//! its own, and every property a store must have, as public functions any
+//! backend runs.
 //!
-//! A new backend implements [`StorageBackend`] (its named operations) and
-//! calls [`exercise_backend`] with a function that opens a new, empty
-//! instance of it, with this crate's `conformance` feature; the suite runs
-//! the store's rules ([`Store`]) over it. SQLite and Postgres do so in
-//! `tests/conformance.rs`:
+//! A new backend implements [`StorageBackend`] (its named operations, each
+//! with its rule in [`crate::backend`]) and calls [`exercise_backend`] with
+//! a function that opens a new, empty instance of it, with this crate's
+//! `conformance` feature. The suite checks each operation's rules on the
+//! backend alone ([`operations`], as River's driver tests check a driver),
+//! then runs the store's rules ([`Store`]) over it and checks the store's
+//! properties. SQLite and Postgres do so in `tests/conformance.rs`:
 //!
 //! ```no_run
 //! # async fn demo() {
 //! use std::sync::atomic::{AtomicUsize, Ordering};
 //! static NEXT: AtomicUsize = AtomicUsize::new(0);
 //! census_store::conformance::exercise_backend(|| async {
-//!     // A new, empty database for every property.
+//!     // A new, empty database for every check.
 //!     let path = std::env::temp_dir().join(format!("conformance-{}.db", NEXT.fetch_add(1, Ordering::Relaxed)));
 //!     census_store::SqlBackend::connect(path.to_str().unwrap()).await.unwrap()
 //! })
@@ -23,14 +26,16 @@
 //! A store that implements [`JobStore`] some other way runs [`exercise`]
 //! on stores it opens with the configuration each property asks for.
 //!
-//! Each property gets a store of its own, empty, made with the
-//! [`StoreConfig`] it needs; properties run one after the other, and a
-//! failing one panics after its name is printed. The suite counts real
-//! censuses with their own counters ([`fixtures`]), and asserts published
-//! totals exactly (N0 of the 9x9 count, the 2x4 shape's total).
+//! Each check and property gets a backend or store of its own, empty
+//! (a property's made with the [`StoreConfig`] it needs); they run one
+//! after the other, and a failing one panics after its name is printed.
+//! The properties count real censuses with their own counters
+//! ([`fixtures`]), and assert published totals exactly (N0 of the 9x9
+//! count, the 2x4 shape's total).
 
 mod costs;
 pub mod fixtures;
+pub mod operations;
 mod queue;
 mod staged;
 mod store;
@@ -141,14 +146,16 @@ where
     }
 }
 
-/// [`exercise`] on [`Store`]s over backends that `make_backend` opens,
-/// each new and empty.
+/// Each operation of backends that `make_backend` opens, each new and
+/// empty ([`operations::exercise`]), then [`exercise`] on [`Store`]s over
+/// them.
 pub async fn exercise_backend<Make, Opened, B>(make_backend: Make)
 where
     Make: Fn() -> Opened,
     Opened: Future<Output = B>,
     B: StorageBackend,
 {
+    operations::exercise(&make_backend).await;
     exercise(|config| {
         let backend = make_backend();
         async move {

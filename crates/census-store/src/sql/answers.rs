@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use num_bigint::BigUint;
 
-use super::{SqlBackend, SqlTx};
+use super::{Db, SqlBackend, SqlTx};
 use crate::backend::{
     AcceptedPage, AnswerStorage, ClassPage, ClassSums, FinishedAnswer, FoldPage, FoldRow, FoldSource, Recent,
     RecentResults, parse_big, parse_count,
@@ -114,8 +114,8 @@ impl AnswerStorage for SqlBackend {
         let sql = self.fold_page_sql(page.source);
         let query = sqlx::query_as::<_, FoldColumns>(&sql).bind(page.run).bind(page.after).bind(page.limit);
         let rows = match tx {
-            Some(tx) => query.fetch_all(&mut **tx).await?,
-            None => query.fetch_all(&self.pool).await?,
+            Some(tx) => query.fetch_all(&mut **tx).await.db()?,
+            None => query.fetch_all(&self.pool).await.db()?,
         };
         rows.into_iter()
             .map(|row| {
@@ -143,7 +143,8 @@ impl AnswerStorage for SqlBackend {
         .bind(page.after)
         .bind(page.limit)
         .fetch_all(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         rows.into_iter()
             .map(|row| {
                 Ok(ClassSums {
@@ -161,8 +162,8 @@ impl AnswerStorage for SqlBackend {
         let query = sqlx::query_scalar("SELECT CAST(weighted_sum_so_far AS TEXT) FROM run_progress WHERE run_id = $1")
             .bind(run);
         let so_far: Option<String> = match tx {
-            Some(tx) => query.fetch_one(&mut **tx).await?,
-            None => query.fetch_one(&self.pool).await?,
+            Some(tx) => query.fetch_one(&mut **tx).await.db()?,
+            None => query.fetch_one(&self.pool).await.db()?,
         };
         parse_big(so_far.as_deref().unwrap_or("0"))
     }
@@ -179,7 +180,8 @@ impl AnswerStorage for SqlBackend {
             .bind(answer.answer.to_string())
             .bind(answer.run)
             .execute(&mut **tx)
-            .await?;
+            .await
+            .db()?;
         Ok(())
     }
 
@@ -187,17 +189,19 @@ impl AnswerStorage for SqlBackend {
     /// (migration `run_leases`): a few rows, where a count of the leased
     /// jobs read an index entry for every job leased since the last vacuum.
     async fn leased_jobs(&self, run: RunId) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT CAST(COALESCE(SUM(leased), 0) AS BIGINT) FROM run_leases WHERE run_id = $1")
+        sqlx::query_scalar("SELECT CAST(COALESCE(SUM(leased), 0) AS BIGINT) FROM run_leases WHERE run_id = $1")
             .bind(run)
             .fetch_one(&self.pool)
-            .await?)
+            .await
+            .db()
     }
 
     async fn rejections_in(&self, run: RunId) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM rejections WHERE run_id = $1")
+        sqlx::query_scalar("SELECT COUNT(*) FROM rejections WHERE run_id = $1")
             .bind(run)
             .fetch_one(&self.pool)
-            .await?)
+            .await
+            .db()
     }
 
     /// A walk back along the (run_id, finished_at) index of at most
@@ -205,9 +209,9 @@ impl AnswerStorage for SqlBackend {
     /// `result_costs`); only a result recorded before has its job looked up,
     /// by its id. Never a read of the run's jobs.
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin().await.db()?;
         if let Some(walk) = self.dialect.walk_in_index_order() {
-            sqlx::query(walk).execute(&mut *tx).await?;
+            sqlx::query(walk).execute(&mut *tx).await.db()?;
         }
         let row: RecentRow = sqlx::query_as(&format!(
             "SELECT COUNT(*) AS results,
@@ -220,8 +224,8 @@ impl AnswerStorage for SqlBackend {
         .bind(recent.run)
         .bind(recent.since)
         .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
+        .await.db()?;
+        tx.commit().await.db()?;
         Ok(RecentResults { results: row.results, cost: row.cost, oldest: row.oldest })
     }
 
@@ -233,7 +237,8 @@ impl AnswerStorage for SqlBackend {
         .bind(run)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
-        .await?;
+        .await
+        .db()?;
         rows.into_iter()
             .map(|row| {
                 Ok(WorkerProgress {
@@ -247,10 +252,11 @@ impl AnswerStorage for SqlBackend {
     }
 
     async fn workers_of(&self, run: RunId) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM worker_stats WHERE run_id = $1")
+        sqlx::query_scalar("SELECT COUNT(*) FROM worker_stats WHERE run_id = $1")
             .bind(run)
             .fetch_one(&self.pool)
-            .await?)
+            .await
+            .db()
     }
 
     async fn class_totals(&self, page: &ClassPage) -> Result<Vec<ClassTotal>, StoreError> {
@@ -263,7 +269,8 @@ impl AnswerStorage for SqlBackend {
         .bind(page.after)
         .bind(page.limit)
         .fetch_all(&self.pool)
-        .await?;
+        .await
+        .db()?;
         rows.into_iter()
             .map(|row| {
                 Ok(ClassTotal {
@@ -290,7 +297,8 @@ impl AnswerStorage for SqlBackend {
         .bind(page.after)
         .bind(page.limit)
         .fetch_all(&self.pool)
-        .await?;
+        .await
+        .db()?;
         rows.into_iter()
             .map(|row| {
                 Ok(AcceptedCount { job_id: row.id, key: row.key, count: parse_count(&row.count.unwrap_or_default())? })

@@ -15,7 +15,7 @@ use num_bigint::BigUint;
 use sqlx::FromRow;
 use sqlx::any::AnyRow;
 
-use super::{SqlBackend, SqlTx, bigint, plain, values_rows};
+use super::{Db, SqlBackend, SqlTx, bigint, plain, values_rows};
 use crate::backend::{ClassChanges, PAGE, contribution, parse_big};
 use crate::{RunId, StoreError};
 
@@ -50,7 +50,7 @@ async fn page_after<Row>(
 where
     Row: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
 {
-    Ok(sqlx::query_as(sql).bind(run).bind(after).bind(PAGE).fetch_all(connection).await?)
+    sqlx::query_as(sql).bind(run).bind(after).bind(PAGE).fetch_all(connection).await.db()
 }
 
 /// A class's sums as SQLite stores them (decimal text).
@@ -114,7 +114,7 @@ impl SqlBackend {
                     query = query.bind(*class);
                 }
                 let mut stored: BTreeMap<i64, (BigUint, BigUint, BigUint)> = BTreeMap::new();
-                for row in query.fetch_all(&mut **tx).await? {
+                for row in query.fetch_all(&mut **tx).await.db()? {
                     let sums = (parse_big(&row.weight)?, parse_big(&row.count_sum)?, parse_big(&row.contribution)?);
                     stored.insert(row.class_id, sums);
                 }
@@ -140,19 +140,21 @@ impl SqlBackend {
                 for (class, sum, contribution, jobs) in rows {
                     update = update.bind(class).bind(sum).bind(contribution).bind(jobs);
                 }
-                update.execute(&mut **tx).await?;
+                update.execute(&mut **tx).await.db()?;
             }
             let so_far: String = sqlx::query_scalar("SELECT weighted_sum_so_far FROM runs WHERE id = $1")
                 .bind(run)
                 .fetch_one(&mut **tx)
-                .await?;
+                .await
+                .db()?;
             let so_far = parse_big(&so_far)? + added;
             let so_far = Direction::TakeOut.apply(&so_far, &removed, &|| format!("run {run}: weighted sum so far"))?;
             sqlx::query("UPDATE runs SET weighted_sum_so_far = $2 WHERE id = $1")
                 .bind(run)
                 .bind(so_far.to_string())
                 .execute(&mut **tx)
-                .await?;
+                .await
+                .db()?;
         }
         Ok(())
     }
@@ -174,8 +176,12 @@ impl SqlBackend {
             let sign = if direction == Direction::Add { "+" } else { "-" };
             return Ok((amount.to_string(), format!("counted {sign} {bound}")));
         }
-        let counted: String =
-            sqlx::query_scalar("SELECT counted FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?;
+        let counted: String = sqlx::query_scalar("SELECT counted FROM runs WHERE id = $1")
+            .bind(run)
+            .fetch_optional(&mut **tx)
+            .await
+            .db()?
+            .ok_or(StoreError::UnknownRun(run))?;
         let counted = direction.apply(&parse_big(&counted)?, amount, &|| format!("run {run}: counted"))?;
         Ok((counted.to_string(), bound))
     }
@@ -193,7 +199,8 @@ impl SqlBackend {
                 .bind(run)
                 .bind(worker)
                 .fetch_optional(&mut **tx)
-                .await?;
+                .await
+                .db()?;
         let old = match stored {
             Some(completions) => parse_big(&completions)?,
             None => BigUint::default(),
@@ -202,8 +209,11 @@ impl SqlBackend {
     }
 
     async fn class_power_in(&self, tx: &mut SqlTx, run: RunId) -> Result<u32, StoreError> {
-        let power: i64 =
-            sqlx::query_scalar("SELECT class_power FROM runs WHERE id = $1").bind(run).fetch_one(&mut **tx).await?;
+        let power: i64 = sqlx::query_scalar("SELECT class_power FROM runs WHERE id = $1")
+            .bind(run)
+            .fetch_one(&mut **tx)
+            .await
+            .db()?;
         Ok(power as u32)
     }
 
@@ -217,10 +227,12 @@ impl SqlBackend {
         if self.dialect.sums_in_sql() {
             return Ok(());
         }
-        let runs: Vec<RunId> =
-            sqlx::query_scalar("SELECT id FROM runs WHERE sums_exact = 0 ORDER BY id").fetch_all(&self.pool).await?;
+        let runs: Vec<RunId> = sqlx::query_scalar("SELECT id FROM runs WHERE sums_exact = 0 ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .db()?;
         for run in runs {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = self.pool.begin().await.db()?;
             let power = self.class_power_in(&mut tx, run).await?;
             let mut class_sums: BTreeMap<i64, BigUint> = BTreeMap::new();
             let mut counted = BigUint::default();
@@ -268,7 +280,8 @@ impl SqlBackend {
                     .bind(sum.to_string())
                     .bind(share.to_string())
                     .execute(&mut *tx)
-                    .await?;
+                    .await
+                    .db()?;
                 }
             }
             let mut completions: BTreeMap<String, BigUint> = BTreeMap::new();
@@ -294,15 +307,17 @@ impl SqlBackend {
                     .bind(worker)
                     .bind(sum.to_string())
                     .execute(&mut *tx)
-                    .await?;
+                    .await
+                    .db()?;
             }
             sqlx::query("UPDATE runs SET counted = $2, weighted_sum_so_far = $3, sums_exact = 1 WHERE id = $1")
                 .bind(run)
                 .bind(counted.to_string())
                 .bind(weighted.to_string())
                 .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
+                .await
+                .db()?;
+            tx.commit().await.db()?;
             tracing::info!(run, "the run's sums were rebuilt exactly (migration 0006)");
         }
         Ok(())

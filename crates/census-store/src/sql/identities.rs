@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::{SqlBackend, SqlTx};
+use super::{Db, SqlBackend, SqlTx};
 use crate::backend::{Credential, IdentityStorage, Inserted, NewQuarantine, StoredToken, TokenFilter};
 use crate::{QuarantineEntry, StoreError, TokenRecord};
 
@@ -49,7 +49,7 @@ impl IdentityStorage for SqlBackend {
             Err(sqlx::Error::Database(error)) if error.is_unique_violation() => {
                 Ok(Inserted::Duplicate(error.message().to_string()))
             }
-            Err(error) => Err(error.into()),
+            Err(error) => Err(error).db(),
         }
     }
 
@@ -57,7 +57,8 @@ impl IdentityStorage for SqlBackend {
         let row = sqlx::query_as::<_, StoredTokenRow>("SELECT role, hash, revoked_at FROM api_tokens WHERE name = $1")
             .bind(name)
             .fetch_optional(&self.pool)
-            .await?;
+            .await
+            .db()?;
         Ok(row.map(|row| StoredToken { role: row.role, hash: row.hash, revoked: row.revoked_at.is_some() }))
     }
 
@@ -67,7 +68,8 @@ impl IdentityStorage for SqlBackend {
             .bind(credential.role.as_str())
             .bind(credential.hash)
             .execute(&self.pool)
-            .await?;
+            .await
+            .db()?;
         Ok(())
     }
 
@@ -76,13 +78,14 @@ impl IdentityStorage for SqlBackend {
             .bind(name)
             .bind(now)
             .execute(&self.pool)
-            .await?;
+            .await
+            .db()?;
         Ok(revoked.rows_affected() > 0)
     }
 
     async fn token_exists(&self, name: &str) -> Result<bool, StoreError> {
         let exists =
-            sqlx::query("SELECT 1 FROM api_tokens WHERE name = $1").bind(name).fetch_optional(&self.pool).await?;
+            sqlx::query("SELECT 1 FROM api_tokens WHERE name = $1").bind(name).fetch_optional(&self.pool).await.db()?;
         Ok(exists.is_some())
     }
 
@@ -101,7 +104,7 @@ impl IdentityStorage for SqlBackend {
         if let TokenFilter::Hash(hash) = filter {
             query = query.bind(hash);
         }
-        let rows = query.fetch_all(&self.pool).await?;
+        let rows = query.fetch_all(&self.pool).await.db()?;
         rows.into_iter()
             .map(|row| {
                 Ok(TokenRecord {
@@ -119,8 +122,8 @@ impl IdentityStorage for SqlBackend {
     async fn is_quarantined(&self, tx: Option<&mut SqlTx>, worker: &str) -> Result<bool, StoreError> {
         let query = sqlx::query("SELECT 1 FROM quarantine WHERE worker = $1").bind(worker);
         let row = match tx {
-            Some(tx) => query.fetch_optional(&mut **tx).await?,
-            None => query.fetch_optional(&self.pool).await?,
+            Some(tx) => query.fetch_optional(&mut **tx).await.db()?,
+            None => query.fetch_optional(&self.pool).await.db()?,
         };
         Ok(row.is_some())
     }
@@ -133,7 +136,7 @@ impl IdentityStorage for SqlBackend {
         .bind(quarantine.since)
         .bind(quarantine.reason)
         .execute(&mut **tx)
-        .await?;
+        .await.db()?;
         Ok(inserted.rows_affected() > 0)
     }
 
@@ -141,7 +144,8 @@ impl IdentityStorage for SqlBackend {
         let rows =
             sqlx::query_as::<_, QuarantineRow>("SELECT worker, quarantined_at, reason FROM quarantine ORDER BY worker")
                 .fetch_all(&self.pool)
-                .await?;
+                .await
+                .db()?;
         Ok(rows
             .into_iter()
             .map(|row| QuarantineEntry {
@@ -153,7 +157,8 @@ impl IdentityStorage for SqlBackend {
     }
 
     async fn release_quarantine(&self, worker: &str) -> Result<bool, StoreError> {
-        let released = sqlx::query("DELETE FROM quarantine WHERE worker = $1").bind(worker).execute(&self.pool).await?;
+        let released =
+            sqlx::query("DELETE FROM quarantine WHERE worker = $1").bind(worker).execute(&self.pool).await.db()?;
         Ok(released.rows_affected() > 0)
     }
 }

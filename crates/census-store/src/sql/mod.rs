@@ -14,6 +14,7 @@
 
 mod answers;
 mod dialect;
+mod error;
 mod exact;
 mod identities;
 mod open;
@@ -31,6 +32,7 @@ use sqlx::any::AnyRow;
 use crate::StoreError;
 use crate::backend::{LeaseFields, Transactions};
 use dialect::Dialect;
+use error::Db;
 
 /// The store's storage on Postgres or SQLite.
 pub struct SqlBackend {
@@ -126,7 +128,7 @@ impl SqlBackend {
             for id in chunk {
                 query = query.bind(*id);
             }
-            rows.extend(query.fetch_all(&mut *connection).await?);
+            rows.extend(query.fetch_all(&mut *connection).await.db()?);
         }
         Ok(rows)
     }
@@ -137,11 +139,15 @@ impl Transactions for SqlBackend {
     type Tx = SqlTx;
 
     async fn begin(&self) -> Result<SqlTx, StoreError> {
-        Ok(self.pool.begin().await?)
+        self.pool.begin().await.db()
     }
 
     async fn commit(&self, tx: SqlTx) -> Result<(), StoreError> {
-        Ok(tx.commit().await?)
+        tx.commit().await.db()
+    }
+
+    async fn rollback(&self, tx: SqlTx) -> Result<(), StoreError> {
+        tx.rollback().await.db()
     }
 
     /// Postgres takes an advisory lock keyed by the name (a hash collision
@@ -149,13 +155,13 @@ impl Transactions for SqlBackend {
     async fn lock_identities(&self, tx: &mut SqlTx, workers: &[&str]) -> Result<(), StoreError> {
         let Some(lock) = self.dialect.identity_lock() else { return Ok(()) };
         for worker in workers {
-            sqlx::query(lock).bind(*worker).execute(&mut **tx).await?;
+            sqlx::query(lock).bind(*worker).execute(&mut **tx).await.db()?;
         }
         Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.health).await?;
+        sqlx::query("SELECT 1").execute(&self.health).await.db()?;
         Ok(())
     }
 

@@ -133,7 +133,7 @@ async fn probe_postgres(url: &str) -> Result<(), (String, bool)> {
         }
         Ok(Err(error)) => {
             let reason = error.to_string();
-            Err((reason, StoreError::from(error).is_retryable()))
+            Err((reason, super::error::database_error(error).is_retryable()))
         }
         Err(_) => Err((format!("no answer within {} s", POSTGRES_CONNECT_TIMEOUT.as_secs()), true)),
     }

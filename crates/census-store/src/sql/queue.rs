@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use async_trait::async_trait;
 use sqlx::FromRow;
 
-use super::{LeaseColumns, SqlBackend, SqlTx, placeholders};
+use super::{Db, LeaseColumns, SqlBackend, SqlTx, placeholders};
 use crate::backend::{
     ExtendLeases, HeldBy, JobState, LeaseJobs, LeaseRecord, LeasedJob, LowestStages, OpenRun, OpenTo, QueueStorage,
     Waiting,
@@ -79,27 +79,29 @@ impl QueueStorage for SqlBackend {
         )
         .bind(run.unwrap_or(-1));
         let rows = match tx {
-            Some(tx) => query.fetch_all(&mut **tx).await?,
-            None => query.fetch_all(&self.pool).await?,
+            Some(tx) => query.fetch_all(&mut **tx).await.db()?,
+            None => query.fetch_all(&self.pool).await.db()?,
         };
         Ok(rows.into_iter().map(|row| OpenRun { id: row.id, max_lease_ms: row.max_lease_ms }).collect())
     }
 
     async fn held_leases(&self, tx: &mut SqlTx, worker: &str, now: i64) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar(
+        sqlx::query_scalar(
             "SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND lease_owner = $1 AND lease_expires_at >= $2",
         )
         .bind(worker)
         .bind(now)
         .fetch_one(&mut **tx)
-        .await?)
+        .await
+        .db()
     }
 
     async fn leases_counted(&self, tx: &mut SqlTx, worker: &str) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT CAST(COALESCE(SUM(leased), 0) AS BIGINT) FROM owner_leases WHERE owner = $1")
+        sqlx::query_scalar("SELECT CAST(COALESCE(SUM(leased), 0) AS BIGINT) FROM owner_leases WHERE owner = $1")
             .bind(worker)
             .fetch_one(&mut **tx)
-            .await?)
+            .await
+            .db()
     }
 
     async fn lease_jobs(&self, tx: &mut SqlTx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError> {
@@ -143,7 +145,7 @@ impl QueueStorage for SqlBackend {
         if lease.waiting == Waiting::Pending {
             query = query.bind(lease.from);
         }
-        let rows = query.fetch_all(&mut **tx).await?;
+        let rows = query.fetch_all(&mut **tx).await.db()?;
         Ok(rows
             .into_iter()
             .map(|row| LeasedJob {
@@ -163,7 +165,8 @@ impl QueueStorage for SqlBackend {
                 .bind(run)
                 .bind(now)
                 .fetch_optional(&mut **tx)
-                .await?;
+                .await
+                .db()?;
         Ok(expired.is_some())
     }
 
@@ -184,7 +187,7 @@ impl QueueStorage for SqlBackend {
             "SELECT j.id FROM jobs j WHERE {pending} {stage} AND j.id < $2 ORDER BY {order} LIMIT 1 {}",
             self.dialect.skip_locked()
         );
-        Ok(sqlx::query_scalar(&sql).bind(run).bind(below).fetch_optional(&mut **tx).await?)
+        sqlx::query_scalar(&sql).bind(run).bind(below).fetch_optional(&mut **tx).await.db()
     }
 
     async fn has_job_open_to(&self, open: &OpenTo<'_>) -> Result<bool, StoreError> {
@@ -195,7 +198,7 @@ impl QueueStorage for SqlBackend {
             "SELECT j.id FROM jobs j WHERE {state} AND {} ORDER BY {order} LIMIT 1",
             open_to("$1", open.max_failures)
         );
-        Ok(sqlx::query(&sql).bind(open.worker).bind(open.run).fetch_optional(&self.pool).await?.is_some())
+        Ok(sqlx::query(&sql).bind(open.worker).bind(open.run).fetch_optional(&self.pool).await.db()?.is_some())
     }
 
     async fn lowest_stages(&self, tx: Option<&mut SqlTx>, run: RunId) -> Result<LowestStages, StoreError> {
@@ -215,8 +218,8 @@ impl QueueStorage for SqlBackend {
         let sql = lowest.join(" UNION ALL ");
         let query = sqlx::query_as::<_, LowestRow>(&sql).bind(run);
         let rows = match tx {
-            Some(tx) => query.fetch_all(&mut **tx).await?,
-            None => query.fetch_all(&self.pool).await?,
+            Some(tx) => query.fetch_all(&mut **tx).await.db()?,
+            None => query.fetch_all(&self.pool).await.db()?,
         };
         let mut lowest = LowestStages::default();
         for row in rows {
@@ -275,7 +278,7 @@ impl QueueStorage for SqlBackend {
             for (_, token) in chunk {
                 query = query.bind(*token);
             }
-            extended.extend(query.fetch_all(&self.pool).await?);
+            extended.extend(query.fetch_all(&self.pool).await.db()?);
         }
         Ok(extended)
     }
@@ -292,12 +295,12 @@ impl QueueStorage for SqlBackend {
             HeldBy::Run(run) => sqlx::query(&sql).bind(run),
             HeldBy::Identity(worker) => sqlx::query(&sql).bind(worker),
         };
-        query.bind(now).execute(&mut **tx).await?;
+        query.bind(now).execute(&mut **tx).await.db()?;
         Ok(())
     }
 
     async fn leases_of(&self, jobs: &[JobId]) -> Result<Vec<LeaseRecord>, StoreError> {
-        let mut connection = self.pool.acquire().await?;
+        let mut connection = self.pool.acquire().await.db()?;
         let rows = self
             .select_by_ids(&mut connection, jobs, |ids| {
                 format!(
@@ -308,7 +311,7 @@ impl QueueStorage for SqlBackend {
         drop(connection);
         rows.iter()
             .map(|row| {
-                let row = FenceRow::from_row(row)?;
+                let row = FenceRow::from_row(row).db()?;
                 Ok(LeaseRecord { id: row.id, run: row.run_id, attempt: row.attempt, lease: row.lease.fields()? })
             })
             .collect()

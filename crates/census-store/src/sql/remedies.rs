@@ -6,7 +6,7 @@ use sqlx::FromRow;
 
 use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
-use super::{LeaseColumns, SqlBackend, SqlTx, change_classes_sql, placeholders};
+use super::{Db, LeaseColumns, SqlBackend, SqlTx, change_classes_sql, placeholders};
 use crate::backend::{
     ClassChanges, FailingJob, FailureTally, FlaggedJob, NewFailure, RemedyStorage, ReopenedJob, RunTakeOut, parse_big,
 };
@@ -81,7 +81,7 @@ impl RemedyStorage for SqlBackend {
             .await?;
         rows.iter()
             .map(|row| {
-                let row = ReopenedRow::from_row(row)?;
+                let row = ReopenedRow::from_row(row).db()?;
                 Ok(ReopenedJob {
                     id: row.id,
                     run: row.run_id,
@@ -104,7 +104,14 @@ impl RemedyStorage for SqlBackend {
         // One class a statement, in key order (their locks' order).
         let sql = change_classes_sql(1, Direction::TakeOut);
         for (&(run, class), (count, done)) in changes {
-            sqlx::query(&sql).bind(run).bind(class).bind(count.to_string()).bind(*done).execute(&mut **tx).await?;
+            sqlx::query(&sql)
+                .bind(run)
+                .bind(class)
+                .bind(count.to_string())
+                .bind(*done)
+                .execute(&mut **tx)
+                .await
+                .db()?;
         }
         Ok(())
     }
@@ -125,7 +132,8 @@ impl RemedyStorage for SqlBackend {
         .bind(counted)
         .bind(take_out.cost_done)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -141,13 +149,13 @@ impl RemedyStorage for SqlBackend {
             for id in chunk {
                 query = query.bind(*id);
             }
-            query.execute(&mut **tx).await?;
+            query.execute(&mut **tx).await.db()?;
         }
         Ok(())
     }
 
     async fn jobs_counted_by(&self, tx: &mut SqlTx, worker: &str) -> Result<Vec<JobId>, StoreError> {
-        Ok(sqlx::query_scalar(
+        sqlx::query_scalar(
             "SELECT DISTINCT j.id FROM results x JOIN jobs j ON j.id = x.job_id AND j.round = x.round
              WHERE x.worker = $1 AND x.outcome IN ('accepted', 'vote')
                AND (j.state IN ('pending', 'leased') OR (j.state = 'done' AND x.count = j.count))
@@ -155,7 +163,8 @@ impl RemedyStorage for SqlBackend {
         )
         .bind(worker)
         .fetch_all(&mut **tx)
-        .await?)
+        .await
+        .db()
     }
 
     async fn lock_flagged_job(&self, tx: &mut SqlTx, job: JobId) -> Result<Option<FlaggedJob>, StoreError> {
@@ -163,7 +172,8 @@ impl RemedyStorage for SqlBackend {
             sqlx::query_as(&format!("SELECT {FLAGGED} FROM jobs j WHERE j.id = $1 {}", self.dialect.for_update()))
                 .bind(job)
                 .fetch_optional(&mut **tx)
-                .await?;
+                .await
+                .db()?;
         row.map(FlaggedRow::flagged).transpose()
     }
 
@@ -176,7 +186,8 @@ impl RemedyStorage for SqlBackend {
         .bind(run)
         .bind(i64::from(stage))
         .fetch_all(&mut **tx)
-        .await?)
+        .await
+        .db()?)
     }
 
     async fn lock_failed_jobs(
@@ -193,16 +204,18 @@ impl RemedyStorage for SqlBackend {
         .bind(run)
         .bind(job.unwrap_or(-1))
         .fetch_all(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         rows.into_iter().map(FlaggedRow::flagged).collect()
     }
 
     async fn job_state(&self, tx: &mut SqlTx, run: RunId, job: JobId) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1 AND run_id = $2")
+        sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1 AND run_id = $2")
             .bind(job)
             .bind(run)
             .fetch_optional(&mut **tx)
-            .await?)
+            .await
+            .db()
     }
 
     async fn requeue_failed_job(&self, tx: &mut SqlTx, job: JobId, now: i64) -> Result<(), StoreError> {
@@ -213,7 +226,8 @@ impl RemedyStorage for SqlBackend {
         .bind(job)
         .bind(now)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -222,7 +236,8 @@ impl RemedyStorage for SqlBackend {
             .bind(run)
             .bind(jobs)
             .execute(&mut **tx)
-            .await?;
+            .await
+            .db()?;
         Ok(())
     }
 
@@ -235,7 +250,8 @@ impl RemedyStorage for SqlBackend {
         ))
         .bind(job)
         .fetch_optional(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         row.map(|row| {
             Ok(FailingJob {
                 run: row.run_id,
@@ -259,16 +275,18 @@ impl RemedyStorage for SqlBackend {
         .bind(failure.failed_at)
         .bind(failure.epoch)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(())
     }
 
     async fn failing_identities(&self, tx: &mut SqlTx, job: JobId, epoch: i64) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(DISTINCT worker) FROM failures WHERE job_id = $1 AND epoch = $2")
+        sqlx::query_scalar("SELECT COUNT(DISTINCT worker) FROM failures WHERE job_id = $1 AND epoch = $2")
             .bind(job)
             .bind(epoch)
             .fetch_one(&mut **tx)
-            .await?)
+            .await
+            .db()
     }
 
     async fn set_failures(&self, tx: &mut SqlTx, tally: &FailureTally, now: i64) -> Result<(), StoreError> {
@@ -280,14 +298,16 @@ impl RemedyStorage for SqlBackend {
         .bind(tally.failures)
         .bind(now)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(())
     }
 
     async fn failures_of(&self, tx: &mut SqlTx, worker: &str) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM failures WHERE worker = $1")
+        sqlx::query_scalar("SELECT COUNT(*) FROM failures WHERE worker = $1")
             .bind(worker)
             .fetch_one(&mut **tx)
-            .await?)
+            .await
+            .db()
     }
 }

@@ -10,7 +10,7 @@ use sqlx::FromRow;
 use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
 use super::runs::{RUN_STATE_COLUMNS, RunStateRow};
-use super::{LeaseColumns, SqlBackend, SqlTx, bigint, change_classes_sql, text, values_rows};
+use super::{Db, LeaseColumns, SqlBackend, SqlTx, bigint, change_classes_sql, text, values_rows};
 use crate::backend::{
     ClassChanges, JobChange, JobRecord, NewResult, Rejection, ResultStorage, RunChange, RunState, VoteRecord,
     WorkerTally, parse_count,
@@ -61,7 +61,7 @@ impl ResultStorage for SqlBackend {
             .await?;
         rows.iter()
             .map(|row| {
-                let row = JobRow::from_row(row)?;
+                let row = JobRow::from_row(row).db()?;
                 Ok(JobRecord {
                     id: row.id,
                     run: row.run_id,
@@ -91,7 +91,7 @@ impl ResultStorage for SqlBackend {
             .await?;
         rows.iter()
             .map(|row| {
-                let row = VoteRow::from_row(row)?;
+                let row = VoteRow::from_row(row).db()?;
                 Ok(VoteRecord {
                     job: row.job_id,
                     worker: row.worker,
@@ -134,7 +134,7 @@ impl ResultStorage for SqlBackend {
                     .bind(r.outcome.as_str())
                     .bind(r.cost);
             }
-            query.execute(&mut **tx).await?;
+            query.execute(&mut **tx).await.db()?;
         }
         Ok(())
     }
@@ -164,14 +164,14 @@ impl ResultStorage for SqlBackend {
                     .bind(change.count.map(|count| count.to_string()))
                     .bind(change.votes_added);
             }
-            query.execute(&mut **tx).await?;
+            query.execute(&mut **tx).await.db()?;
         }
         Ok(())
     }
 
     async fn flag_conflicts(&self, tx: &mut SqlTx, jobs: &[JobId]) -> Result<(), StoreError> {
         for job in jobs {
-            sqlx::query("UPDATE jobs SET conflict = 1 WHERE id = $1").bind(*job).execute(&mut **tx).await?;
+            sqlx::query("UPDATE jobs SET conflict = 1 WHERE id = $1").bind(*job).execute(&mut **tx).await.db()?;
         }
         Ok(())
     }
@@ -192,7 +192,7 @@ impl ResultStorage for SqlBackend {
             for &(&(run, class), (count, jobs_done)) in chunk {
                 update = update.bind(run).bind(class).bind(count.to_string()).bind(*jobs_done);
             }
-            update.execute(&mut **tx).await?;
+            update.execute(&mut **tx).await.db()?;
         }
         Ok(())
     }
@@ -222,7 +222,8 @@ impl ResultStorage for SqlBackend {
             .bind(completions)
             .bind(now)
             .execute(&mut **tx)
-            .await?;
+            .await
+            .db()?;
         }
         Ok(())
     }
@@ -245,7 +246,8 @@ impl ResultStorage for SqlBackend {
         .bind(counted)
         .bind(change.cost_done)
         .fetch_optional(&mut **tx)
-        .await?
+        .await
+        .db()?
         .ok_or(StoreError::UnknownRun(run))?;
         Ok(row.into_state())
     }
@@ -266,15 +268,17 @@ impl ResultStorage for SqlBackend {
                 .bind(r.reason.clone())
                 .bind(now)
                 .execute(&mut **tx)
-                .await?;
+                .await
+                .db()?;
         }
         Ok(())
     }
 
     async fn rejections_of(&self, tx: &mut SqlTx, worker: &str) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM rejections WHERE worker = $1")
+        sqlx::query_scalar("SELECT COUNT(*) FROM rejections WHERE worker = $1")
             .bind(worker)
             .fetch_one(&mut **tx)
-            .await?)
+            .await
+            .db()
     }
 }

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::FromRow;
 
 use super::dialect::Dialect;
-use super::{SqlBackend, SqlTx};
+use super::{Db, SqlBackend, SqlTx};
 use crate::backend::{Inserted, JobCensus, NewClass, NewJob, NewRun, RunOutline, RunRecord, RunState, RunStorage};
 use crate::{JobId, RunId, RunSpec, StoreError};
 
@@ -86,26 +86,28 @@ fn json<T: serde::Serialize>(rows: &T) -> Result<String, StoreError> {
 fn duplicate(error: sqlx::Error) -> Result<String, StoreError> {
     match error {
         sqlx::Error::Database(error) if error.is_unique_violation() => Ok(error.message().to_string()),
-        error => Err(error.into()),
+        error => Err(error).db(),
     }
 }
 
 #[async_trait]
 impl RunStorage for SqlBackend {
     async fn find_run(&self, spec: &RunSpec) -> Result<Option<RunId>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT id FROM runs WHERE census = $1 AND counter_version = $2 AND redundancy = $3")
+        sqlx::query_scalar("SELECT id FROM runs WHERE census = $1 AND counter_version = $2 AND redundancy = $3")
             .bind(spec.census.to_string())
             .bind(&spec.counter_version)
             .bind(i64::from(spec.redundancy))
             .fetch_optional(&self.pool)
-            .await?)
+            .await
+            .db()
     }
 
     async fn resume_run(&self, run: RunId) -> Result<bool, StoreError> {
         let resumed = sqlx::query("UPDATE runs SET cancelled_at = NULL WHERE id = $1 AND cancelled_at IS NOT NULL")
             .bind(run)
             .execute(&self.pool)
-            .await?;
+            .await
+            .db()?;
         Ok(resumed.rows_affected() > 0)
     }
 
@@ -163,7 +165,7 @@ impl RunStorage for SqlBackend {
              SELECT $1, x.class_id, x.label, {}, x.jobs_total FROM {from} ORDER BY x.n",
             self.dialect.count("x.weight")
         );
-        sqlx::query(&sql).bind(run).bind(json(&rows)?).execute(&mut **tx).await?;
+        sqlx::query(&sql).bind(run).bind(json(&rows)?).execute(&mut **tx).await.db()?;
         Ok(())
     }
 
@@ -202,7 +204,8 @@ impl RunStorage for SqlBackend {
         .bind(run)
         .bind(json(&named)?)
         .fetch_one(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         if found != classes.len() as i64 {
             return Err(StoreError::Internal(format!(
                 "{} of the {} classes of a chunk of jobs are not classes of run {run}",
@@ -236,7 +239,8 @@ impl RunStorage for SqlBackend {
                 .bind(class)
                 .bind(jobs)
                 .execute(&mut **tx)
-                .await?;
+                .await
+                .db()?;
         }
         Ok(())
     }
@@ -249,7 +253,8 @@ impl RunStorage for SqlBackend {
         .bind(jobs)
         .bind(cost)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -258,18 +263,20 @@ impl RunStorage for SqlBackend {
         // (and its ANALYZE reads whole indexes); Postgres samples a few
         // thousand rows a table.
         if self.dialect == Dialect::Postgres {
-            sqlx::query("ANALYZE jobs, classes").execute(&self.pool).await?;
+            sqlx::query("ANALYZE jobs, classes").execute(&self.pool).await.db()?;
         }
         Ok(())
     }
 
-    async fn run_outline(&self, run: RunId) -> Result<Option<RunOutline>, StoreError> {
-        let row: Option<OutlineRow> = sqlx::query_as(
+    async fn run_outline(&self, tx: Option<&mut SqlTx>, run: RunId) -> Result<Option<RunOutline>, StoreError> {
+        let query = sqlx::query_as::<_, OutlineRow>(
             "SELECT census, (SELECT COUNT(*) FROM classes c WHERE c.run_id = r.id) AS classes FROM runs r WHERE id = $1",
         )
-        .bind(run)
-        .fetch_optional(&self.pool)
-        .await?;
+        .bind(run);
+        let row = match tx {
+            Some(tx) => query.fetch_optional(&mut **tx).await.db()?,
+            None => query.fetch_optional(&self.pool).await.db()?,
+        };
         Ok(row.map(|row| RunOutline { census: row.census, classes: row.classes as u64 }))
     }
 
@@ -284,7 +291,7 @@ impl RunStorage for SqlBackend {
         if let Some(run) = run {
             query = query.bind(run);
         }
-        let rows = query.fetch_all(&self.pool).await?;
+        let rows = query.fetch_all(&self.pool).await.db()?;
         Ok(rows
             .into_iter()
             .map(|row| RunRecord {
@@ -306,14 +313,14 @@ impl RunStorage for SqlBackend {
         let sql = format!("SELECT {RUN_STATE_COLUMNS} FROM runs WHERE id = $1");
         let query = sqlx::query_as::<_, RunStateRow>(&sql).bind(run);
         let row = match tx {
-            Some(tx) => query.fetch_optional(&mut **tx).await?,
-            None => query.fetch_optional(&self.pool).await?,
+            Some(tx) => query.fetch_optional(&mut **tx).await.db()?,
+            None => query.fetch_optional(&self.pool).await.db()?,
         };
         Ok(row.map(RunStateRow::into_state))
     }
 
     async fn job_censuses(&self, jobs: &[JobId]) -> Result<Vec<JobCensus>, StoreError> {
-        let mut connection = self.pool.acquire().await?;
+        let mut connection = self.pool.acquire().await.db()?;
         let rows = self
             .select_by_ids(&mut connection, jobs, |ids| {
                 format!(
@@ -324,7 +331,7 @@ impl RunStorage for SqlBackend {
             .await?;
         rows.iter()
             .map(|row| {
-                let row = JobCensusRow::from_row(row)?;
+                let row = JobCensusRow::from_row(row).db()?;
                 Ok(JobCensus { job: row.job_id, run: row.run_id, census: row.census })
             })
             .collect()
@@ -335,12 +342,18 @@ impl RunStorage for SqlBackend {
             .bind(run)
             .bind(now)
             .execute(&mut **tx)
-            .await?;
+            .await
+            .db()?;
         Ok(())
     }
 
     async fn set_priority(&self, run: RunId, priority: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET priority = $2 WHERE id = $1").bind(run).bind(priority).execute(&self.pool).await?;
+        sqlx::query("UPDATE runs SET priority = $2 WHERE id = $1")
+            .bind(run)
+            .bind(priority)
+            .execute(&self.pool)
+            .await
+            .db()?;
         Ok(())
     }
 }

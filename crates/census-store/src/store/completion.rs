@@ -13,7 +13,7 @@ use super::groups::{Answer, Waiting};
 use super::totals::VerifiedFinal;
 use super::{Store, now_ms};
 use crate::backend::{JobState, Rejection, ResultOutcome, StorageBackend};
-use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
+use crate::{CompleteOutcome, Completion, DatabaseError, DatabaseErrorKind, JobId, RunId, StoreError};
 
 impl<B: StorageBackend> Store<B> {
     /// Writes `completions` in one transaction, together with the reports
@@ -66,12 +66,16 @@ impl<B: StorageBackend> Store<B> {
             Err(error) if error.is_retryable() => {
                 tracing::debug!(%error, callers = group.len(), "a group of reports failed; every caller may try again");
                 let message = format!("the transaction writing these reports with others' failed: {}", error.report());
+                let kind = match &error {
+                    StoreError::Database(database) => database.kind(),
+                    _ => DatabaseErrorKind::Unreachable,
+                };
                 let mut group = group.into_iter();
                 if let Some(first) = group.next() {
                     let _ = first.reply.send(Err(error));
                 }
                 for waiting in group {
-                    let _ = waiting.reply.send(Err(StoreError::Unavailable(sqlx::Error::Protocol(message.clone()))));
+                    let _ = waiting.reply.send(Err(StoreError::Database(DatabaseError::new(kind, message.clone()))));
                 }
             }
             // Anything else may be one caller's doing (the run's last job

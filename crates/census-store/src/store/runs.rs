@@ -51,10 +51,17 @@ fn check_new_job(job: &JobSpec) -> Result<(), StoreError> {
 
 impl<B: StorageBackend> Store<B> {
     pub(super) async fn run_facts(&self, run: RunId) -> Result<Arc<RunFacts>, StoreError> {
+        self.run_facts_in(None, run).await
+    }
+
+    /// [`Store::run_facts`], read in `tx` if they are not known yet: a
+    /// transaction that holds a backend's one connection (SQLite's) cannot
+    /// wait for another.
+    pub(super) async fn run_facts_in(&self, tx: Option<&mut B::Tx>, run: RunId) -> Result<Arc<RunFacts>, StoreError> {
         if let Some(facts) = self.runs.lock().expect("the run cache is never poisoned").get(&run) {
             return Ok(facts.clone());
         }
-        let outline = self.backend.run_outline(run).await?.ok_or(StoreError::UnknownRun(run))?;
+        let outline = self.backend.run_outline(tx, run).await?.ok_or(StoreError::UnknownRun(run))?;
         let census = read_census(run, &outline.census)?;
         let facts = Arc::new(RunFacts { census, classes: outline.classes, stages: census.stage_count() });
         self.runs.lock().expect("the run cache is never poisoned").insert(run, facts.clone());
@@ -170,7 +177,7 @@ impl<B: StorageBackend> Store<B> {
                         Inserted::New(run) => *created.insert(run),
                         // Another coordinator created the same run first: use it.
                         Inserted::Duplicate(detail) => {
-                            drop(tx);
+                            self.backend.rollback(tx).await?;
                             return self.backend.find_run(spec).await?.ok_or_else(|| {
                                 StoreError::Internal(format!("the run exists and cannot be found: {detail}"))
                             });

@@ -37,8 +37,8 @@ fn waits_for_an_operator(lowest: LowestStages) -> bool {
 impl<B: StorageBackend> Store<B> {
     /// Which jobs of `run` may be leased now ([`open_stage`]), read in
     /// `tx` (a lease's transaction) or on its own.
-    pub(super) async fn leasable(&self, tx: Option<&mut B::Tx>, run: RunId) -> Result<Leasable, StoreError> {
-        if self.run_facts(run).await?.stages <= 1 {
+    pub(super) async fn leasable(&self, mut tx: Option<&mut B::Tx>, run: RunId) -> Result<Leasable, StoreError> {
+        if self.run_facts_in(tx.as_deref_mut(), run).await?.stages <= 1 {
             return Ok(Leasable::Any);
         }
         Ok(match open_stage(self.backend.lowest_stages(tx, run).await?) {
