@@ -8,7 +8,7 @@ use std::time::Duration;
 use census_coordinator::auth::{hash_token, parse_token};
 use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig, TlsFiles};
 use census_math::{CounterKind, Stage};
-use census_store::{MAX_REDUNDANCY, Role, StoreConfig};
+use census_store::{DatabaseLocation, MAX_REDUNDANCY, Role, StoreConfig};
 
 use super::UsageError;
 use super::client::read_named;
@@ -18,8 +18,8 @@ use super::{parse_counter, parse_stage};
 #[derive(clap::Args)]
 pub struct Args {
     /// The database: postgres://user:password@host/db, or an SQLite file path.
-    #[arg(long = "database", visible_alias = "database-url", env = "CENSUS_DATABASE_URL")]
-    database_url: String,
+    #[arg(long = "database", visible_alias = "database-url", env = "CENSUS_DATABASE_URL", value_parser = super::DatabaseParser)]
+    database_url: DatabaseLocation,
     /// The address to serve gRPC on.
     #[arg(long, env = "CENSUS_LISTEN", default_value = "0.0.0.0:50051")]
     listen: SocketAddr,

@@ -12,7 +12,7 @@ use census_math::total::thousands;
 use census_math::{CounterKind, Stage};
 use census_proto::client::ClientConfig;
 use census_proto::v1::{GetProgressRequest, GetResultRequest};
-use census_store::{Role, StoreConfig};
+use census_store::{DatabaseLocation, Role, StoreConfig};
 use census_worker::{Stop, WorkerConfig, default_worker_id, run_worker};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
@@ -30,8 +30,8 @@ pub struct Args {
     #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
     /// Where the run is kept: an SQLite file, or a postgres:// URL. Run again to resume.
-    #[arg(long, env = "CENSUS_DATABASE_URL", default_value = "census.db")]
-    database: String,
+    #[arg(long, env = "CENSUS_DATABASE_URL", default_value = "census.db", value_parser = super::DatabaseParser)]
+    database: DatabaseLocation,
     /// Workers to start, 1 to 1024 (default: the number of cores).
     #[arg(long, env = "CENSUS_WORKERS", value_parser = super::parse_threads)]
     workers: Option<usize>,
@@ -73,8 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let census = super::census_of(args.census, args.stage, args.counter);
-    let postgres = args.database.starts_with("postgres://") || args.database.starts_with("postgresql://");
-    if needs_postgres(&census) && !postgres && !args.allow_sqlite {
+    if needs_postgres(&census) && !args.database.is_server() && !args.allow_sqlite {
         return Err(super::UsageError(format!(
             "{census} needs Postgres (--database postgres://...): its jobs number about a million, of about \
              an hour each, work for a cluster; --allow-sqlite runs it on {} anyway",
@@ -127,7 +126,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         run.spec.census,
         thousands(&run.classes),
         thousands(&run.jobs_total),
-        census_store::redact_url(&args.database),
+        args.database,
         if run.jobs_done > 0 { format!(", resuming at {} done", thousands(&run.jobs_done)) } else { String::new() }
     ));
 
@@ -217,10 +216,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
             Census::Sudoku { stage, counter } => format!("--stage {} --counter {counter}", stage.name()),
             other => format!("--census {:?}", other.to_string()),
         };
-        println!(
-            "interrupted: nothing is lost; `census run {again} --database {}` resumes it",
-            census_store::redact_url(&args.database)
-        );
+        println!("interrupted: nothing is lost; `census run {again} --database {}` resumes it", args.database);
         return Ok(ExitCode::from(130));
     }
     if run.is_final {
@@ -233,13 +229,8 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
 
 /// The directory of a layers census's files next to an SQLite database
 /// (`census.db`, `sqlite://census.db`: `census.layers`); none for Postgres.
-fn layers_dir_next_to(database: &str) -> Option<std::path::PathBuf> {
-    if database.starts_with("postgres://") || database.starts_with("postgresql://") {
-        return None;
-    }
-    let path = database.strip_prefix("sqlite://").or_else(|| database.strip_prefix("sqlite:")).unwrap_or(database);
-    let path = path.split_once('?').map_or(path, |(path, _)| path);
-    Some(std::path::Path::new(path).with_extension("layers"))
+fn layers_dir_next_to(database: &DatabaseLocation) -> Option<std::path::PathBuf> {
+    database.sqlite_file().map(|path| path.with_extension("layers"))
 }
 
 /// A census too big for one machine's SQLite file (README, "Other kinds of
@@ -424,9 +415,10 @@ mod tests {
 
     #[test]
     fn a_layers_census_keeps_its_files_next_to_its_sqlite_file() {
-        let next_to = |database: &str| layers_dir_next_to(database).map(|dir| dir.display().to_string());
+        let next_to =
+            |database: &str| layers_dir_next_to(&database.parse().unwrap()).map(|dir| dir.display().to_string());
         assert_eq!(next_to("census.db").as_deref(), Some("census.layers"));
-        assert_eq!(next_to("sqlite:///tmp/run.db?mode=rwc").as_deref(), Some("/tmp/run.layers"));
+        assert_eq!(next_to("sqlite:///tmp/run.db").as_deref(), Some("/tmp/run.layers"));
         assert_eq!(next_to("sqlite:data/run").as_deref(), Some("data/run.layers"));
         assert_eq!(next_to("postgres://census@db/census"), None);
     }

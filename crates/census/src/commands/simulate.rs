@@ -26,7 +26,7 @@ use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_client::WorkerServiceClient;
 use census_proto::v1::{CompleteJobsRequest, GetProgressRequest, GetResultRequest, HeartbeatRequest, JobResult};
 use census_proto::v1::{Job, LeaseJobsRequest, Progress, RunResult};
-use census_store::{Role, StoreConfig};
+use census_store::{DatabaseLocation, Role, StoreConfig};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
@@ -46,8 +46,8 @@ pub struct Args {
     /// A postgres:// URL to run against (a new run in it, removed never:
     /// use a throw-away database). Default: an SQLite file in a new
     /// temporary directory, removed at the end.
-    #[arg(long, env = "CENSUS_DATABASE_URL")]
-    database: Option<String>,
+    #[arg(long, env = "CENSUS_DATABASE_URL", value_parser = super::DatabaseParser)]
+    database: Option<DatabaseLocation>,
     /// Jobs a simulated worker leases at once, 1 to 2,048, or `rate`: as
     /// `census worker` sizes its batches, to count for the time the
     /// coordinator asks (a second while it is not busy, longer as a large
@@ -149,12 +149,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => Some(TempDir::new()?),
     };
     let database = match (&args.database, &temporary) {
-        (Some(url), _) => url.clone(),
-        (None, Some(dir)) => dir.0.join("simulate.db").display().to_string(),
+        (Some(location), _) => location.clone(),
+        (None, Some(dir)) => DatabaseLocation::Sqlite(dir.0.join("simulate.db")),
         (None, None) => unreachable!("a temporary directory when no database is given"),
     };
     let shown_database = match &args.database {
-        Some(url) => census_store::redact_url(url),
+        Some(location) => location.to_string(),
         None => "sqlite (a temporary file)".to_string(),
     };
 
@@ -347,7 +347,7 @@ struct Served {
 /// `census run` does, except that the workers' results are all checked
 /// (they are not trusted as this process's own: the check is what is measured).
 async fn serve(
-    database: &str,
+    database: &DatabaseLocation,
     pool: u32,
     census: Census,
     tokens: &[String],

@@ -18,8 +18,8 @@ pub struct Args {
     coordinator: String,
     /// Read an embedded census directly (the SQLite file or postgres:// URL
     /// of `census run --database`), instead of asking a coordinator.
-    #[arg(long, env = "CENSUS_DATABASE_URL", conflicts_with = "coordinator")]
-    database: Option<String>,
+    #[arg(long, env = "CENSUS_DATABASE_URL", conflicts_with = "coordinator", value_parser = super::DatabaseParser)]
+    database: Option<census_store::DatabaseLocation>,
     /// The run (default: the latest).
     #[arg(long, conflicts_with = "census")]
     run: Option<i64>,

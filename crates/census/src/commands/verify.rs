@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use census_math::census::Census;
 use census_math::total::thousands;
 use census_proto::v1::{GetResultRequest, ListRunsRequest};
+use census_store::DatabaseLocation;
 
 use super::UsageError;
 use super::client::{Credentials, connect, status_error};
@@ -15,8 +16,8 @@ use super::roles::runtime;
 #[derive(clap::Args)]
 pub struct Args {
     /// Read the runs from this database (postgres:// URL or SQLite path; default: census.db when it exists).
-    #[arg(long, env = "CENSUS_DATABASE_URL", conflicts_with = "coordinator")]
-    database: Option<String>,
+    #[arg(long, env = "CENSUS_DATABASE_URL", conflicts_with = "coordinator", value_parser = super::DatabaseParser)]
+    database: Option<DatabaseLocation>,
     /// Or ask this coordinator.
     #[arg(long)]
     coordinator: Option<String>,
@@ -33,7 +34,7 @@ pub struct Args {
 }
 
 enum Source {
-    Database(String),
+    Database(DatabaseLocation),
     Coordinator(String),
 }
 
@@ -46,7 +47,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let source = match (&args.database, &args.coordinator) {
             (Some(database), _) => Source::Database(database.clone()),
             (None, Some(coordinator)) => Source::Coordinator(coordinator.clone()),
-            (None, None) if std::path::Path::new("census.db").exists() => Source::Database("census.db".to_string()),
+            (None, None) if std::path::Path::new("census.db").exists() => {
+                Source::Database(DatabaseLocation::Sqlite("census.db".into()))
+            }
             (None, None) => {
                 return Err(UsageError("give --database or --coordinator (there is no census.db here)".into()).into());
             }
