@@ -85,48 +85,10 @@ impl Plane {
             Ok(())
         };
 
-        if step == 1 {
-            for (masks, total) in layers::first_layer(c)?.states() {
-                expand(masks, *total, &mut sums)?;
-            }
-        } else {
-            let states: u64 = inputs.iter().flat_map(|(_, _, manifest)| &manifest.files).map(|f| f.states).sum();
-            let range = shard_range(states, self.plan().shards_of_step(step), shard);
-            let mut first = 0u64;
-            for (input, digest, manifest) in &inputs {
-                for entry in &manifest.files {
-                    let (start, end) = (first, first + entry.states);
-                    first = end;
-                    if end <= range.start || start >= range.end {
-                        continue;
-                    }
-                    let path = self.output_dir(input, *digest).join(&entry.name);
-                    // Every byte is read (and hashed); the shard's states are expanded.
-                    for (index, record) in (start..).zip(LayerReader::open(&path, c, step, Some(entry))?) {
-                        let (state, total) = record?;
-                        if range.contains(&index) {
-                            expand(&parent_codec.unpack(state)?, total, &mut sums)?;
-                        }
-                    }
-                }
-            }
-        }
-
-        let mut files = Vec::new();
-        for (part, sums) in sums.into_iter().enumerate() {
-            let mut memory: Vec<(StateKey, u128)> = sums.into_iter().collect();
-            if memory.is_empty() && spilled[part].is_empty() {
-                continue;
-            }
-            memory.sort_unstable_by_key(|state| state.0);
-            let mut runs: Vec<Run> = Vec::new();
-            for path in &spilled[part] {
-                runs.push(Box::new(LayerReader::open(path, c, step + 1, None)?));
-            }
-            runs.push(Box::new(memory.into_iter().map(Ok)));
-            let path = work.0.join(format!("part-{part:05}.layer"));
-            files.push(write_runs(&path, c, step + 1, part as u32, runs)?);
-        }
+        self.parents_of_shard(step, shard, &inputs, &parent_codec, &mut |masks, total| {
+            expand(masks, total, &mut sums)
+        })?;
+        let files = write_parts(&work.0, c, step + 1, sums, &spilled)?;
         let manifest = Manifest {
             census: self.census().to_string(),
             job: key.to_string(),
@@ -137,6 +99,46 @@ impl Plane {
         };
         let digest = self.publish(key, &work.0, &manifest)?;
         Ok(digest)
+    }
+
+    /// Hands every parent state of `shard` of layer `step` to `expand`:
+    /// the first layer's states at step 1, else the shard's range of the
+    /// states of `inputs` (every byte of them read and hashed).
+    fn parents_of_shard(
+        &self,
+        step: usize,
+        shard: u32,
+        inputs: &[(String, u128, Manifest)],
+        parent_codec: &StateCodec,
+        expand: &mut dyn FnMut(&Masks, u128) -> Result<(), PlaneError>,
+    ) -> Result<(), PlaneError> {
+        let c = self.plan().c();
+        if step == 1 {
+            for (masks, total) in layers::first_layer(c)?.states() {
+                expand(masks, *total)?;
+            }
+            return Ok(());
+        }
+        let states: u64 = inputs.iter().flat_map(|(_, _, manifest)| &manifest.files).map(|f| f.states).sum();
+        let range = shard_range(states, self.plan().shards_of_step(step), shard);
+        let mut first = 0u64;
+        for (input, digest, manifest) in inputs {
+            for entry in &manifest.files {
+                let (start, end) = (first, first + entry.states);
+                first = end;
+                if end <= range.start || start >= range.end {
+                    continue;
+                }
+                let path = self.output_dir(input, *digest).join(&entry.name);
+                for (index, record) in (start..).zip(LayerReader::open(&path, c, step, Some(entry))?) {
+                    let (state, total) = record?;
+                    if range.contains(&index) {
+                        expand(&parent_codec.unpack(state)?, total)?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn reduce(
@@ -228,6 +230,34 @@ fn write_sorted(
 }
 
 /// Sums sorted runs by key into a new file.
+/// A map job's parts in `dir`, one file a part of layer `rows`: the sums
+/// in memory merged with the part's spilled runs; parts with nothing are
+/// left out.
+fn write_parts(
+    dir: &Path,
+    c: usize,
+    rows: usize,
+    sums: Vec<HashMap<StateKey, u128, FxBuildHasher>>,
+    spilled: &[Vec<PathBuf>],
+) -> Result<Vec<FileEntry>, PlaneError> {
+    let mut files = Vec::new();
+    for (part, sums) in sums.into_iter().enumerate() {
+        let mut memory: Vec<(StateKey, u128)> = sums.into_iter().collect();
+        if memory.is_empty() && spilled[part].is_empty() {
+            continue;
+        }
+        memory.sort_unstable_by_key(|state| state.0);
+        let mut runs: Vec<Run> = Vec::new();
+        for path in &spilled[part] {
+            runs.push(Box::new(LayerReader::open(path, c, rows, None)?));
+        }
+        runs.push(Box::new(memory.into_iter().map(Ok)));
+        let path = dir.join(format!("part-{part:05}.layer"));
+        files.push(write_runs(&path, c, rows, part as u32, runs)?);
+    }
+    Ok(files)
+}
+
 fn write_runs(path: &Path, c: usize, rows: usize, part: u32, runs: Vec<Run>) -> Result<FileEntry, PlaneError> {
     let mut writer = LayerWriter::create(path, c, rows)?;
     sum_sorted_runs(runs, |key, total| writer.push(key, total))?;
