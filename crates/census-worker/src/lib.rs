@@ -12,7 +12,7 @@
 //! `census_layers::Plane` from the accepted counts of the stage before,
 //! which the coordinator gives (`AcceptedCounts`).
 //!
-//! [`bench`] counts in this process with the same counters, with no
+//! [`mod@bench`] counts in this process with the same counters, with no
 //! coordinator and no store, for `census bench`.
 
 pub mod bench;
