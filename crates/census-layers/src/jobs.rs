@@ -86,35 +86,9 @@ impl Plane {
             Ok(())
         };
 
-        if step == 1 {
-            for (masks, total) in layers::first_layer(c)?.states() {
-                expand(masks, *total, &mut sums)?;
-            }
-        } else {
-            let states: u64 = inputs.iter().flat_map(|(_, _, manifest)| &manifest.files).map(|f| f.states).sum();
-            let range = shard_range(states, self.plan().shards_of_step(step), shard);
-            let mut first = 0u64;
-            for (input, digest, manifest) in &inputs {
-                for entry in &manifest.files {
-                    let (start, end) = (first, first + entry.states);
-                    first = end;
-                    if end <= range.start || start >= range.end {
-                        continue;
-                    }
-                    let file = InputFile { input: input.clone(), digest: *digest, entry: entry.clone(), rows: step };
-                    // Every byte is read (and hashed); the shard's states are expanded.
-                    let mut index = start;
-                    self.read_input(&file, |(state, total)| {
-                        index += 1;
-                        if range.contains(&(index - 1)) {
-                            expand(&parent_codec.unpack(state)?, total, &mut sums)?;
-                        }
-                        Ok(())
-                    })?;
-                }
-            }
-        }
-
+        self.parents_of_shard(step, shard, &inputs, &parent_codec, &mut |masks, total| {
+            expand(masks, total, &mut sums)
+        })?;
         let files = write_parts(&work.0, c, step + 1, sums, &spilled)?;
         let manifest = Manifest {
             census: self.census().to_string(),
@@ -125,6 +99,48 @@ impl Plane {
             files,
         };
         self.publish(key, &work.0, &manifest, step + 1)
+    }
+
+    /// Hands every parent state of `shard` of layer `step` to `expand`:
+    /// the first layer's states at step 1, else the shard's range of the
+    /// states of `inputs` (every byte of them read and hashed).
+    fn parents_of_shard(
+        &self,
+        step: usize,
+        shard: u32,
+        inputs: &[(String, u128, Manifest)],
+        parent_codec: &StateCodec,
+        expand: &mut dyn FnMut(&Masks, u128) -> Result<(), PlaneError>,
+    ) -> Result<(), PlaneError> {
+        let c = self.plan().c();
+        if step == 1 {
+            for (masks, total) in layers::first_layer(c)?.states() {
+                expand(masks, *total)?;
+            }
+            return Ok(());
+        }
+        let states: u64 = inputs.iter().flat_map(|(_, _, manifest)| &manifest.files).map(|f| f.states).sum();
+        let range = shard_range(states, self.plan().shards_of_step(step), shard);
+        let mut first = 0u64;
+        for (input, digest, manifest) in inputs {
+            for entry in &manifest.files {
+                let (start, end) = (first, first + entry.states);
+                first = end;
+                if end <= range.start || start >= range.end {
+                    continue;
+                }
+                let file = InputFile { input: input.clone(), digest: *digest, entry: entry.clone(), rows: step };
+                let mut index = start;
+                self.read_input(&file, |(state, total)| {
+                    index += 1;
+                    if range.contains(&(index - 1)) {
+                        expand(&parent_codec.unpack(state)?, total)?;
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn reduce(

@@ -679,32 +679,7 @@ impl Census {
                     jobs.iter().zip(counts).map(|(job, &count)| BigUint::from(job.weight) * count).sum();
                 self.fold_weighted(weighted)
             }
-            Census::EssentiallyDifferent => {
-                let fixed_jobs: Vec<ed::FixedJob> = jobs
-                    .iter()
-                    .map(|job| {
-                        let class = job.group.strip_prefix("class ").and_then(|n| n.parse().ok());
-                        let weight = u64::try_from(job.weight).ok();
-                        match (class, weight) {
-                            (Some(class), Some(weight)) => Ok(ed::FixedJob { key: job.key.clone(), class, weight }),
-                            _ => {
-                                Err(CensusError::BadResults(format!("job {:?} has a foreign group or weight", job.key)))
-                            }
-                        }
-                    })
-                    .collect::<Result<_, _>>()?;
-                let fold = ed::fold(&fixed_jobs, counts).map_err(|e| CensusError::BadResults(e.to_string()))?;
-                // The classes that fix no grid add nothing; the 27 that do are the audit.
-                let fixing: Vec<_> = fold.terms.iter().filter(|term| term.fixed > 0).collect();
-                let mut terms = vec![("classes of G fixing some grid".to_string(), fixing.len().to_string())];
-                terms.extend(fixing.iter().map(|term| {
-                    (format!("class {}: size x A", term.class), format!("{} x {}", term.size, term.fixed))
-                }));
-                terms.push(("sum of size x A".into(), fold.sum.to_string()));
-                terms.push(("|G|".into(), ed::GROUP_ORDER.to_string()));
-                terms.push(("essentially different = sum / |G|".into(), fold.answer.to_string()));
-                Ok(Answer { value: fold.answer, terms })
-            }
+            Census::EssentiallyDifferent => fold_essentially_different(jobs, counts),
             Census::Shape { rows, .. } if rows != 2 => {
                 let three_band_jobs: Vec<three_bands::ThreeBandJob> = jobs
                     .iter()
@@ -729,36 +704,7 @@ impl Census {
                 }
                 Ok(Answer { value, terms })
             }
-            Census::Layers { c, .. } => {
-                // The class jobs fold as the shape census's jobs; a map or
-                // reduce job's count is a digest, which adds nothing.
-                let plan = self.layer_plan()?;
-                let mut shape_jobs = Vec::new();
-                let mut class_counts = Vec::new();
-                for (job, &count) in jobs.iter().zip(counts) {
-                    let parsed =
-                        plan.parse(&job.key).map_err(|e| CensusError::BadResults(format!("{}: {e}", job.key)))?;
-                    if matches!(parsed, shapes::layer_jobs::LayerJob::Class { .. }) {
-                        let sets = job.key.rsplit('/').next().unwrap_or_default();
-                        shape_jobs.push(shapes::ShapeJob {
-                            key: format!("2x{c}:{sets}"),
-                            group: job.group.clone(),
-                            weight: job.weight,
-                        });
-                        class_counts.push(count);
-                    }
-                }
-                let value = shapes::fold(c, shape_jobs.iter().zip(class_counts))
-                    .map_err(|e| CensusError::BadResults(e.to_string()))?;
-                let terms = vec![
-                    ("map and reduce jobs (counts are digests of their files)".into(), {
-                        (jobs.len() - shape_jobs.len()).to_string()
-                    }),
-                    ("column-set classes".into(), shape_jobs.len().to_string()),
-                    (format!("grids(2 x {c}) = sum of weight x F^2"), value.to_string()),
-                ];
-                Ok(Answer { value, terms })
-            }
+            Census::Layers { c, .. } => fold_layers(c, &self.layer_plan()?, jobs, counts),
             Census::Shape { cols: c, .. } => {
                 let shape_jobs: Vec<shapes::ShapeJob> = jobs
                     .iter()
@@ -935,6 +881,70 @@ impl JobCounter {
 
 fn parse_seed(text: &str) -> Option<Seed> {
     SEEDS.iter().find(|seed| seed.to_string() == text).cloned()
+}
+
+/// The essentially different grids' answer from a count per job of its
+/// jobs (the caller has checked them): sum of class size x A(g) over |G|.
+fn fold_essentially_different(jobs: &[JobSpec], counts: &[u128]) -> Result<Answer, CensusError> {
+    let fixed_jobs: Vec<ed::FixedJob> = jobs
+        .iter()
+        .map(|job| {
+            let class = job.group.strip_prefix("class ").and_then(|n| n.parse().ok());
+            let weight = u64::try_from(job.weight).ok();
+            match (class, weight) {
+                (Some(class), Some(weight)) => Ok(ed::FixedJob { key: job.key.clone(), class, weight }),
+                _ => Err(CensusError::BadResults(format!("job {:?} has a foreign group or weight", job.key))),
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    let fold = ed::fold(&fixed_jobs, counts).map_err(|e| CensusError::BadResults(e.to_string()))?;
+    // The classes that fix no grid add nothing; the 27 that do are the audit.
+    let fixing: Vec<_> = fold.terms.iter().filter(|term| term.fixed > 0).collect();
+    let mut terms = vec![("classes of G fixing some grid".to_string(), fixing.len().to_string())];
+    terms.extend(
+        fixing
+            .iter()
+            .map(|term| (format!("class {}: size x A", term.class), format!("{} x {}", term.size, term.fixed))),
+    );
+    terms.push(("sum of size x A".into(), fold.sum.to_string()));
+    terms.push(("|G|".into(), ed::GROUP_ORDER.to_string()));
+    terms.push(("essentially different = sum / |G|".into(), fold.answer.to_string()));
+    Ok(Answer { value: fold.answer, terms })
+}
+
+/// A `layers` census's answer from a count per job of its jobs (the
+/// caller has checked them): the class jobs fold as the shape census's
+/// jobs; a map or reduce job's count is a digest, which adds nothing.
+fn fold_layers(
+    c: usize,
+    plan: &shapes::layer_jobs::LayerPlan,
+    jobs: &[JobSpec],
+    counts: &[u128],
+) -> Result<Answer, CensusError> {
+    let mut shape_jobs = Vec::new();
+    let mut class_counts = Vec::new();
+    for (job, &count) in jobs.iter().zip(counts) {
+        let parsed = plan.parse(&job.key).map_err(|e| CensusError::BadResults(format!("{}: {e}", job.key)))?;
+        if matches!(parsed, shapes::layer_jobs::LayerJob::Class { .. }) {
+            let sets = job.key.rsplit('/').next().unwrap_or_default();
+            shape_jobs.push(shapes::ShapeJob {
+                key: format!("2x{c}:{sets}"),
+                group: job.group.clone(),
+                weight: job.weight,
+            });
+            class_counts.push(count);
+        }
+    }
+    let value =
+        shapes::fold(c, shape_jobs.iter().zip(class_counts)).map_err(|e| CensusError::BadResults(e.to_string()))?;
+    let terms = vec![
+        ("map and reduce jobs (counts are digests of their files)".into(), {
+            (jobs.len() - shape_jobs.len()).to_string()
+        }),
+        ("column-set classes".into(), shape_jobs.len().to_string()),
+        (format!("grids(2 x {c}) = sum of weight x F^2"), value.to_string()),
+    ];
+    Ok(Answer { value, terms })
 }
 
 #[cfg(test)]

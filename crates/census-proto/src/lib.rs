@@ -15,6 +15,7 @@ pub mod limits;
 pub mod retry;
 
 /// Package `census.v1`.
+#[allow(clippy::too_many_lines)] // Generated code.
 pub mod v1 {
     tonic::include_proto!("census.v1");
 }

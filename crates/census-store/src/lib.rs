@@ -49,27 +49,11 @@ use async_trait::async_trait;
 pub use census_math::census::{Census, JobSpec};
 pub use error::{DatabaseError, DatabaseErrorKind};
 use num_bigint::BigUint;
-pub use sql::{MAX_CONNECTIONS, POSTGRES_CONNECTIONS, SqlBackend, SqlTx, pool_size};
+pub use sql::{DatabaseLocation, MAX_CONNECTIONS, POSTGRES_CONNECTIONS, PostgresUrl, SqlBackend, SqlTx};
 pub use store::Store;
 
 /// The store on Postgres or SQLite.
 pub type SqlStore = Store<SqlBackend>;
-
-impl SqlStore {
-    /// Opens the store at `url` (see [`connect`]) and migrates it.
-    pub async fn connect(url: &str, config: StoreConfig) -> Result<SqlStore, StoreError> {
-        SqlStore::connect_with(url, config, None).await
-    }
-
-    /// [`SqlStore::connect`] with a pool of `connections` ([`pool_size`]).
-    pub async fn connect_with(
-        url: &str,
-        config: StoreConfig,
-        connections: Option<u32>,
-    ) -> Result<SqlStore, StoreError> {
-        Store::open(SqlBackend::connect_with(url, connections).await?, config).await
-    }
-}
 
 /// Settings that are not part of a run's identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,34 +102,24 @@ pub const MAX_REDUNDANCY: u32 = 5;
 /// The longest identity (token name) the store keeps.
 pub const MAX_IDENTITY_LEN: usize = 64;
 
-/// `url` with the password of its user information replaced by `***`
-/// (`postgres://census:***@db:5432/census`): what logs, errors and status
-/// may show of a database URL.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let Some((user_info, host)) = authority.rsplit_once('@') else { return url.to_string() };
-    let user = user_info.split_once(':').map_or(user_info, |(user, _)| user);
-    let password = if user_info.contains(':') { ":***" } else { "" };
-    format!("{scheme}://{user}{password}@{host}{path}")
-}
-
-/// Opens (creating if needed) the store at `url` and runs its migrations:
-/// `postgres://...` or `postgresql://...` is Postgres; `sqlite://PATH`,
-/// `sqlite:PATH` or a bare path is an SQLite file.
-pub async fn connect(url: &str, config: StoreConfig) -> Result<Arc<dyn JobStore>, StoreError> {
-    connect_with(url, config, None).await
-}
-
-/// [`connect`] with a pool of `connections` to the database (default and
-/// bounds: [`pool_size`]; an SQLite file has one).
-pub async fn connect_with(
-    url: &str,
+/// Opens (creating an SQLite file if needed) the store at `location` and
+/// runs its migrations, with a pool of `connections` to the database
+/// (default and bounds: [`DatabaseLocation::pool_size`]; an SQLite file
+/// has one).
+pub async fn open(
+    location: &DatabaseLocation,
     config: StoreConfig,
     connections: Option<u32>,
 ) -> Result<Arc<dyn JobStore>, StoreError> {
-    Ok(Arc::new(SqlStore::connect_with(url, config, connections).await?))
+    Ok(Arc::new(Store::open(SqlBackend::open(location, connections).await?, config).await?))
+}
+
+/// [`open`] with the default pool, the location read from `url`
+/// (`postgres://...` or `postgresql://...` is Postgres; `sqlite://PATH`,
+/// `sqlite:PATH` or a bare path is an SQLite file): for tests and tools
+/// that hold a location as text.
+pub async fn connect(url: &str, config: StoreConfig) -> Result<Arc<dyn JobStore>, StoreError> {
+    open(&url.parse()?, config, None).await
 }
 
 /// A run as listed: its identity, its spec and how far it got.

@@ -11,6 +11,11 @@
 //! ([`WorkerConfig::layers_dir`]): such a job is counted by
 //! `census_layers::Plane` from the accepted counts of the stage before,
 //! which the coordinator gives (`AcceptedCounts`).
+//!
+//! [`mod@bench`] counts in this process with the same counters, with no
+//! coordinator and no store, for `census bench`.
+
+pub mod bench;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};

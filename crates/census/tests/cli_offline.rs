@@ -164,6 +164,32 @@ fn a_file_that_is_not_a_census_database_is_refused_at_once() {
     }
 }
 
+/// A database file in a directory that does not exist is refused with the
+/// directory's name, in one line (not SQLite's "(code: 14) unable to open
+/// database file"), and nothing is made (issue 46).
+#[test]
+fn a_database_in_a_missing_directory_names_the_directory() {
+    let missing = std::env::temp_dir().join(format!("census-offline-{}-no-such-dir", std::process::id()));
+    let database = missing.join("x.db");
+    let database = database.to_str().unwrap();
+    for args in [
+        &["run", "--database", database][..],
+        &["coordinator", "--database", database, "--listen", "127.0.0.1:0"],
+        &["token", "create", "--role", "reader", "--name", "r", "--database", database],
+    ] {
+        let output = census(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?}: {stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(last.starts_with("census: error: "), "{args:?}: {stderr}");
+        assert!(last.contains(&format!("the directory {} does not exist", missing.display())), "{args:?}: {stderr}");
+        assert!(!stderr.contains("code: 14"), "{args:?}: {stderr}");
+        assert!(!missing.exists(), "{args:?} made {}", missing.display());
+    }
+    let output = census(&["run", "--database", database]);
+    assert_eq!(String::from_utf8_lossy(&output.stderr).lines().count(), 1, "one line");
+}
+
 #[test]
 fn tokens_are_created_listed_revoked_and_stored_hashed() {
     let db = temp_path("tokens.db");

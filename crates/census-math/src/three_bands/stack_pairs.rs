@@ -834,44 +834,13 @@ impl StackPairTable {
             let column: Vec<u8> = top.iter().map(|v| v[s]).collect();
             stack_choices(r, &column, &self.splits)
         };
-        for (pattern, top) in patterns.iter().zip(&tops) {
-            if top.iter().zip(&tops[0]).any(|(a, b)| a[..r - 1] != b[..r - 1]) {
-                return Err(ThreeBandError::BadPattern {
-                    text: pattern.key(),
-                    reason: format!("does not share its first {} stacks with {}", r - 1, patterns[0].key()),
-                });
-            }
-        }
+        share_first_stacks(r, patterns, &tops)?;
         let shared: Vec<Vec<(u16, u16, bool)>> = (0..r - 1).map(|s| stack_of(&tops[0], s)).collect();
         let last: Vec<Vec<(u16, u16, bool)>> = tops.iter().map(|top| stack_of(top, r - 1)).collect();
         let k = self.splits.count();
-        // The last stack's splits any member meets, in the middle and the bottom band.
-        let mut met_m = vec![false; k];
-        let mut met_l = vec![false; k];
-        for &(m, l, _) in last.iter().flatten() {
-            met_m[usize::from(m)] = true;
-            met_l[usize::from(l)] = true;
-        }
-        let met = |flags: &[bool]| -> Vec<u16> { (0..k as u16).filter(|&x| flags[usize::from(x)]).collect() };
-        let (met_m, met_l) = (met(&met_m), met(&met_l));
-        // The choices of the first two stacks, ordered by the nodes of the
-        // middle and bottom bands: consecutive choices then read the same
-        // two node slabs of the table (2 x 133 MB for r = 4) instead of all
-        // nine (1.2 GB).
+        let (met_m, met_l) = splits_met(k, &last);
         // (For r = 2 the second stack is the last: one member.)
-        let second = if r == 2 { &last[0] } else { &shared[1] };
-        let mut pairs = Vec::with_capacity(shared[0].len() * second.len() / 2);
-        for &(m0, l0, first) in &shared[0] {
-            if !first {
-                continue;
-            }
-            for &(m1, l1, _) in second {
-                let (node_m, perm_m) = self.splits.renaming(m0, m1);
-                let (node_l, perm_l) = self.splits.renaming(l0, l1);
-                pairs.push((node_m, node_l, perm_m, perm_l));
-            }
-        }
-        pairs.sort_unstable_by_key(|&(node_m, node_l, ..)| (node_m, node_l));
+        let pairs = self.pairs_by_node(&shared[0], if r == 2 { &last[0] } else { &shared[1] });
         // Renamed splits: the last stack's by split (for every member), the
         // third's (r = 4, shared) by choice.
         let (mut last_m, mut last_l) = (vec![0u16; k], vec![0u16; k]);
@@ -933,6 +902,59 @@ impl StackPairTable {
         let rows_ordered = u128::from(ROW_ORDERS[r]).pow(2);
         Ok(totals.into_iter().map(|total| 2 * rows_ordered * total).collect())
     }
+}
+
+impl StackPairTable {
+    /// The choices of the first two stacks (`first`, `second`) as the
+    /// nodes and renamings of the middle and bottom bands, ordered by the
+    /// nodes: consecutive choices then read the same two node slabs of the
+    /// table (2 x 133 MB for r = 4) instead of all nine (1.2 GB).
+    fn pairs_by_node(
+        &self,
+        first: &[(u16, u16, bool)],
+        second: &[(u16, u16, bool)],
+    ) -> Vec<(usize, usize, Perm, Perm)> {
+        let mut pairs = Vec::with_capacity(first.len() * second.len() / 2);
+        for &(m0, l0, first) in first {
+            if !first {
+                continue;
+            }
+            for &(m1, l1, _) in second {
+                let (node_m, perm_m) = self.splits.renaming(m0, m1);
+                let (node_l, perm_l) = self.splits.renaming(l0, l1);
+                pairs.push((node_m, node_l, perm_m, perm_l));
+            }
+        }
+        pairs.sort_unstable_by_key(|&(node_m, node_l, ..)| (node_m, node_l));
+        pairs
+    }
+}
+
+/// Refuses a group whose members do not share their first r - 1 stacks
+/// digit for digit (`tops`: each member's digit vectors).
+fn share_first_stacks(r: usize, patterns: &[Pattern], tops: &[Vec<[u8; MAX_R]>]) -> Result<(), ThreeBandError> {
+    for (pattern, top) in patterns.iter().zip(tops) {
+        if top.iter().zip(&tops[0]).any(|(a, b)| a[..r - 1] != b[..r - 1]) {
+            return Err(ThreeBandError::BadPattern {
+                text: pattern.key(),
+                reason: format!("does not share its first {} stacks with {}", r - 1, patterns[0].key()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The splits of the last stack that any member meets (`last`: each
+/// member's choices), in the middle and in the bottom band, of `k`.
+fn splits_met(k: usize, last: &[Vec<(u16, u16, bool)>]) -> (Vec<u16>, Vec<u16>) {
+    let mut met_m = vec![false; k];
+    let mut met_l = vec![false; k];
+    for &(m, l, _) in last.iter().flatten() {
+        met_m[usize::from(m)] = true;
+        met_l[usize::from(l)] = true;
+    }
+    let met = |flags: &[bool]| -> Vec<u16> { (0..k as u16).filter(|&x| flags[usize::from(x)]).collect() };
+    (met(&met_m), met(&met_l))
 }
 
 /// Asks the processor to bring `values` into the first-level cache: a

@@ -9,7 +9,8 @@
 //! `results` (what a batch of reports writes), `answers` (the fold's pages,
 //! sums, progress), `remedies` (reopening, failures, requeues) and
 //! `identities` (tokens and quarantine); `exact` (SQLite's exact sums),
-//! `dialect` and `open` (connecting and migrating). This file holds the
+//! `dialect`, `location` (where a store lives, `DatabaseLocation`) and
+//! `open` (connecting and migrating). This file holds the
 //! backend, its transactions and the helpers the files share.
 
 mod answers;
@@ -17,13 +18,14 @@ mod dialect;
 mod error;
 mod exact;
 mod identities;
+mod location;
 mod open;
 mod queue;
 mod remedies;
 mod results;
 mod runs;
 
-pub use open::{MAX_CONNECTIONS, POSTGRES_CONNECTIONS, pool_size};
+pub use location::{DatabaseLocation, MAX_CONNECTIONS, POSTGRES_CONNECTIONS, PostgresUrl};
 
 use async_trait::async_trait;
 use sqlx::AnyPool;
@@ -41,7 +43,7 @@ pub struct SqlBackend {
     /// tells whether the database answers, not whether the pool is busy.
     health: AnyPool,
     dialect: Dialect,
-    /// The pool's size ([`open::pool_size`]).
+    /// The pool's size ([`DatabaseLocation::pool_size`]).
     connections: u32,
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::stages::Leasable;
 use super::{Store, now_ms};
-use crate::backend::{ExtendLeases, JobState, LeaseJobs, OpenTo, StorageBackend, Waiting};
+use crate::backend::{ExtendLeases, JobState, LeaseJobs, LeasedJob, OpenTo, StorageBackend, Waiting};
 use crate::{HeartbeatOutcome, JobId, Lease, RunId, StoreError};
 
 /// A lease token prefix, random for every lease call; the job id and
@@ -70,19 +70,7 @@ impl<B: StorageBackend> Store<B> {
         if self.backend.is_quarantined(Some(&mut tx), worker).await? {
             return Ok(Vec::new());
         }
-        // The trigger's count includes expired leases not yet taken over,
-        // so it can only overstate what the identity holds: while it leaves
-        // room for `max`, so does the exact count, which reads an index
-        // entry for every job the identity leased within the last TTL
-        // (migration `owner_leases`). Only a worker near its cap pays it.
-        let cap = i64::from(self.config.max_leases_per_worker);
-        let max = i64::from(max);
-        let counted = self.backend.leases_counted(&mut tx, worker).await?;
-        let max = if counted + max <= cap {
-            max
-        } else {
-            max.min(cap - self.backend.held_leases(&mut tx, worker, now).await?)
-        };
+        let max = self.room_under_cap(&mut tx, worker, max, now).await?;
         if max <= 0 {
             return Ok(Vec::new());
         }
@@ -101,26 +89,11 @@ impl<B: StorageBackend> Store<B> {
                 Leasable::Nothing => continue,
             };
             let ttl = ttl.min(self.run_lease_lifetime(open.max_lease_ms));
-            // Expired leases (when a look is due: `fronts.rs`), then
-            // pending jobs from the run's front, whose next `wanted` jobs
-            // this lease claims, so that concurrent leases scan past each
-            // other's locked rows no more than they must. A scan from the
-            // front that comes up short does not go on from the first
-            // pending job: near a run's end every lease comes up short,
-            // and each such scan walked every entry the run's leases left
-            // in the index since the last vacuum (BENCHMARKS.md, "A run's
-            // end"). A job below the front is found by the next full scan
-            // (`fronts.rs`).
             for waiting in [Waiting::Expired, Waiting::Pending] {
                 let wanted = max - leased.len() as i64;
                 if wanted <= 0 {
                     break 'runs;
                 }
-                let from = match waiting {
-                    Waiting::Expired if !self.fronts.expired_look(open.id, worker, Instant::now(), now) => continue,
-                    Waiting::Expired => None,
-                    Waiting::Pending => self.fronts.claim(open.id, stage, wanted, Instant::now()),
-                };
                 let lease = LeaseJobs {
                     run: open.id,
                     waiting,
@@ -131,44 +104,9 @@ impl<B: StorageBackend> Store<B> {
                     token_salt: &salt,
                     max_failures: self.max_failures(),
                     stage,
-                    from: from.unwrap_or(0),
+                    from: 0,
                 };
-                let jobs = self.backend.lease_jobs(&mut tx, &lease).await?;
-                match waiting {
-                    Waiting::Expired if jobs.len() as i64 >= wanted => self.fronts.more_expired(open.id),
-                    // Short: what is left may be open to other identities
-                    // only (this one voted on it, or failed it), and they
-                    // must not wait for the next look, which this identity
-                    // may take again (a job a fast worker voted on would
-                    // then wait for ever for a slow one).
-                    Waiting::Expired => {
-                        let left = self.backend.has_expired_leases(&mut tx, open.id, now).await?;
-                        self.fronts.looked_short(open.id, worker, left);
-                    }
-                    Waiting::Pending => {
-                        self.fronts.scanned(open.id, stage, from, jobs.iter().map(|job| job.id), Instant::now());
-                        // A scan from the first pending job is the one way
-                        // to a job put back that the fronts do not know of
-                        // (after a requeue, a restart, another
-                        // coordinator): if it passed one (its identity
-                        // voted on it or failed it), the next leases start
-                        // there, or the identity that takes the next full
-                        // scan may pass it again, and again (found by the
-                        // state-machine proptest).
-                        if from.is_none() {
-                            let below = jobs.iter().map(|job| job.id).max().unwrap_or(JobId::MAX);
-                            if let Some(passed) =
-                                self.backend.first_pending_below(&mut tx, open.id, stage, below).await?
-                            {
-                                self.fronts.put_back(open.id, passed, Instant::now());
-                            }
-                        }
-                    }
-                }
-                if !jobs.is_empty() {
-                    self.fronts.granted(open.id, lease.expires_at);
-                }
-                leased.extend(jobs);
+                leased.extend(self.lease_waiting(&mut tx, lease).await?);
             }
         }
         self.backend.commit(tx).await?;
@@ -185,6 +123,76 @@ impl<B: StorageBackend> Store<B> {
         }
         leases.sort_by_key(|lease| lease.job_id);
         Ok(leases)
+    }
+
+    /// How many of `max` jobs `worker` may lease at `now` under its lease
+    /// cap, in `tx` (which holds its lock).
+    async fn room_under_cap(&self, tx: &mut B::Tx, worker: &str, max: u32, now: i64) -> Result<i64, StoreError> {
+        // The trigger's count includes expired leases not yet taken over,
+        // so it can only overstate what the identity holds: while it leaves
+        // room for `max`, so does the exact count, which reads an index
+        // entry for every job the identity leased within the last TTL
+        // (migration `owner_leases`). Only a worker near its cap pays it.
+        let cap = i64::from(self.config.max_leases_per_worker);
+        let max = i64::from(max);
+        let counted = self.backend.leases_counted(tx, worker).await?;
+        Ok(if counted + max <= cap { max } else { max.min(cap - self.backend.held_leases(tx, worker, now).await?) })
+    }
+
+    /// Leases what `lease` asks for (its `from` is set here), and tells
+    /// the run's fronts what the scan found.
+    ///
+    /// Expired leases (when a look is due: `fronts.rs`), then pending jobs
+    /// from the run's front, whose next `wanted` jobs this lease claims, so
+    /// that concurrent leases scan past each other's locked rows no more
+    /// than they must. A scan from the front that comes up short does not
+    /// go on from the first pending job: near a run's end every lease comes
+    /// up short, and each such scan walked every entry the run's leases
+    /// left in the index since the last vacuum (BENCHMARKS.md, "A run's
+    /// end"). A job below the front is found by the next full scan
+    /// (`fronts.rs`).
+    async fn lease_waiting(&self, tx: &mut B::Tx, mut lease: LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError> {
+        let (run, worker, stage, now) = (lease.run, lease.worker, lease.stage, lease.now);
+        let from = match lease.waiting {
+            Waiting::Expired if !self.fronts.expired_look(run, worker, Instant::now(), now) => return Ok(Vec::new()),
+            Waiting::Expired => None,
+            Waiting::Pending => self.fronts.claim(run, stage, lease.wanted, Instant::now()),
+        };
+        lease.from = from.unwrap_or(0);
+        let jobs = self.backend.lease_jobs(tx, &lease).await?;
+        match lease.waiting {
+            Waiting::Expired if jobs.len() as i64 >= lease.wanted => self.fronts.more_expired(run),
+            // Short: what is left may be open to other identities
+            // only (this one voted on it, or failed it), and they
+            // must not wait for the next look, which this identity
+            // may take again (a job a fast worker voted on would
+            // then wait for ever for a slow one).
+            Waiting::Expired => {
+                let left = self.backend.has_expired_leases(tx, run, now).await?;
+                self.fronts.looked_short(run, worker, left);
+            }
+            Waiting::Pending => {
+                self.fronts.scanned(run, stage, from, jobs.iter().map(|job| job.id), Instant::now());
+                // A scan from the first pending job is the one way
+                // to a job put back that the fronts do not know of
+                // (after a requeue, a restart, another
+                // coordinator): if it passed one (its identity
+                // voted on it or failed it), the next leases start
+                // there, or the identity that takes the next full
+                // scan may pass it again, and again (found by the
+                // state-machine proptest).
+                if from.is_none() {
+                    let below = jobs.iter().map(|job| job.id).max().unwrap_or(JobId::MAX);
+                    if let Some(passed) = self.backend.first_pending_below(tx, run, stage, below).await? {
+                        self.fronts.put_back(run, passed, Instant::now());
+                    }
+                }
+            }
+        }
+        if !jobs.is_empty() {
+            self.fronts.granted(run, lease.expires_at);
+        }
+        Ok(jobs)
     }
 
     pub(super) async fn work_left_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError> {

@@ -49,6 +49,61 @@ fn check_new_job(job: &JobSpec) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A chunk's new classes (number, label, weight) and jobs.
+type ChunkRows<'c> = (Vec<(usize, &'c str, u128)>, Vec<NewJob<'c>>);
+
+/// A chunk of a new run's jobs as rows: the classes it brings (numbered
+/// in order of first appearance, each added to `classes`) and its jobs,
+/// whose costs are added to `cost_total`. A key given twice within the
+/// chunk, or a class given two weights, is refused by name.
+fn chunk_rows<'c>(
+    spec: &RunSpec,
+    chunk: &'c [JobSpec],
+    classes: &mut HashMap<String, ClassEntry>,
+    cost_total: &mut i64,
+) -> Result<ChunkRows<'c>, StoreError> {
+    // Each job's stage is kept where there is more than one, for the
+    // lease's stage rule (`stages.rs`).
+    let staged = spec.census.stage_count() > 1;
+    let stage_of = |job: &JobSpec| -> Result<Option<u32>, StoreError> {
+        if !staged {
+            return Ok(None);
+        }
+        spec.census.stage(&job.key).map(Some).map_err(|e| StoreError::Invalid(format!("job {:?}: {e}", job.key)))
+    };
+    // Each job's expected cost, for progress by cost (`totals.rs`).
+    let cost_of = |job: &JobSpec| -> Result<i64, StoreError> {
+        let cost =
+            spec.census.job_cost(&job.key).map_err(|e| StoreError::Invalid(format!("job {:?}: {e}", job.key)))?;
+        i64::try_from(cost.max(1))
+            .map_err(|_| StoreError::Invalid(format!("job {:?}: a cost of {cost} passes 2^63", job.key)))
+    };
+    let mut keys = std::collections::HashSet::with_capacity(chunk.len());
+    let mut new_classes: Vec<(usize, &str, u128)> = Vec::new();
+    let mut new_jobs: Vec<NewJob<'_>> = Vec::with_capacity(chunk.len());
+    for job in chunk {
+        check_new_job(job)?;
+        if !keys.insert(job.key.as_str()) {
+            return Err(StoreError::Invalid(format!("job {:?} is given twice", job.key)));
+        }
+        let next = classes.len();
+        let class = classes.entry(job.group.clone()).or_insert_with(|| {
+            new_classes.push((next, &job.group, job.weight));
+            ClassEntry { id: next, weight: job.weight, jobs: 0, stored_jobs: 0 }
+        });
+        if class.weight != job.weight {
+            return Err(StoreError::Invalid(format!("class {:?} is given two weights", job.group)));
+        }
+        class.jobs += 1;
+        let cost = cost_of(job)?;
+        *cost_total = cost_total
+            .checked_add(cost)
+            .ok_or_else(|| StoreError::Invalid("the run's jobs' costs add up past 2^63".into()))?;
+        new_jobs.push(NewJob { class: class.id as i64, key: &job.key, stage: stage_of(job)?, cost });
+    }
+    Ok((new_classes, new_jobs))
+}
+
 impl<B: StorageBackend> Store<B> {
     pub(super) async fn run_facts(&self, run: RunId) -> Result<Arc<RunFacts>, StoreError> {
         self.run_facts_in(None, run).await
@@ -108,23 +163,6 @@ impl<B: StorageBackend> Store<B> {
         if jobs.peek().is_none() {
             return Err(StoreError::Invalid("a run needs at least one job".into()));
         }
-        // Each job's stage is kept where there is more than one, for the
-        // lease's stage rule (`stages.rs`).
-        let staged = spec.census.stage_count() > 1;
-        let stage_of = |job: &JobSpec| -> Result<Option<u32>, StoreError> {
-            if !staged {
-                return Ok(None);
-            }
-            spec.census.stage(&job.key).map(Some).map_err(|e| StoreError::Invalid(format!("job {:?}: {e}", job.key)))
-        };
-        // Each job's expected cost, for progress by cost (`totals.rs`).
-        let cost_of = |job: &JobSpec| -> Result<i64, StoreError> {
-            let cost =
-                spec.census.job_cost(&job.key).map_err(|e| StoreError::Invalid(format!("job {:?}: {e}", job.key)))?;
-            i64::try_from(cost.max(1))
-                .map_err(|_| StoreError::Invalid(format!("job {:?}: a cost of {cost} passes 2^63", job.key)))
-        };
-
         let now = now_ms();
         let mut tx = self.backend.begin().await?;
         // Classes numbered in order of first appearance. A class is stored
@@ -139,29 +177,7 @@ impl<B: StorageBackend> Store<B> {
             if chunk.is_empty() {
                 break;
             }
-            let mut keys = std::collections::HashSet::with_capacity(chunk.len());
-            let mut new_classes: Vec<(usize, &str, u128)> = Vec::new();
-            let mut new_jobs: Vec<NewJob<'_>> = Vec::with_capacity(chunk.len());
-            for job in &chunk {
-                check_new_job(job)?;
-                if !keys.insert(job.key.as_str()) {
-                    return Err(StoreError::Invalid(format!("job {:?} is given twice", job.key)));
-                }
-                let next = classes.len();
-                let class = classes.entry(job.group.clone()).or_insert_with(|| {
-                    new_classes.push((next, &job.group, job.weight));
-                    ClassEntry { id: next, weight: job.weight, jobs: 0, stored_jobs: 0 }
-                });
-                if class.weight != job.weight {
-                    return Err(StoreError::Invalid(format!("class {:?} is given two weights", job.group)));
-                }
-                class.jobs += 1;
-                let cost = cost_of(job)?;
-                cost_total = cost_total
-                    .checked_add(cost)
-                    .ok_or_else(|| StoreError::Invalid("the run's jobs' costs add up past 2^63".into()))?;
-                new_jobs.push(NewJob { class: class.id as i64, key: &job.key, stage: stage_of(job)?, cost });
-            }
+            let (new_classes, new_jobs) = chunk_rows(spec, &chunk, &mut classes, &mut cost_total)?;
             // The run's row, once its first chunk is known to be sound.
             let run = match created {
                 Some(run) => run,

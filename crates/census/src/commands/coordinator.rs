@@ -8,7 +8,7 @@ use std::time::Duration;
 use census_coordinator::auth::{hash_token, parse_token};
 use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig, TlsFiles};
 use census_math::{CounterKind, Stage};
-use census_store::{MAX_REDUNDANCY, Role, StoreConfig};
+use census_store::{DatabaseLocation, MAX_REDUNDANCY, Role, StoreConfig};
 
 use super::UsageError;
 use super::client::read_named;
@@ -18,8 +18,8 @@ use super::{parse_counter, parse_stage};
 #[derive(clap::Args)]
 pub struct Args {
     /// The database: postgres://user:password@host/db, or an SQLite file path.
-    #[arg(long = "database", visible_alias = "database-url", env = "CENSUS_DATABASE_URL")]
-    database_url: String,
+    #[arg(long = "database", visible_alias = "database-url", env = "CENSUS_DATABASE_URL", value_parser = super::DatabaseParser)]
+    database_url: DatabaseLocation,
     /// The address to serve gRPC on.
     #[arg(long, env = "CENSUS_LISTEN", default_value = "0.0.0.0:50051")]
     listen: SocketAddr,
@@ -168,28 +168,66 @@ where
     }
 }
 
-async fn serve(args: Args) -> anyhow::Result<ExitCode> {
-    // The recorder first, so that nothing recorded before /metrics is served is lost.
-    let metrics = match args.metrics_listen {
-        Some(address) => {
-            let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
-                .install_recorder()
-                .map_err(|e| anyhow::anyhow!("cannot record metrics: {e}"))?;
-            // The exporter's upkeep (draining histograms), which its own listener would run.
-            let upkeep = handle.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    upkeep.run_upkeep();
-                }
-            });
-            let listener = tokio::net::TcpListener::bind(address)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot serve metrics on {address}: {e}"))?;
-            Some((listener, handle))
+/// The Prometheus recorder, installed first so that nothing recorded before
+/// /metrics is served is lost, and the listener of /metrics; none unless
+/// --metrics-listen asks.
+async fn metrics_recorder(
+    args: &Args,
+) -> anyhow::Result<Option<(tokio::net::TcpListener, metrics_exporter_prometheus::PrometheusHandle)>> {
+    let Some(address) = args.metrics_listen else { return Ok(None) };
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| anyhow::anyhow!("cannot record metrics: {e}"))?;
+    // The exporter's upkeep (draining histograms), which its own listener would run.
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
         }
-        None => None,
-    };
+    });
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot serve metrics on {address}: {e}"))?;
+    Ok(Some((listener, handle)))
+}
+
+/// The tokens of the --token-file files, read and checked before anything
+/// is opened, as hashes.
+fn token_hashes(args: &Args) -> anyhow::Result<Vec<(&TokenFile, String)>> {
+    let mut hashes = Vec::new();
+    for file in &args.token_files {
+        let text = String::from_utf8(read_named("--token-file", &file.path)?)
+            .map_err(|_| UsageError(format!("--token-file {}: not text", file.path.display())))?;
+        let token =
+            parse_token(text.trim()).map_err(|e| UsageError(format!("--token-file {}: {e}", file.path.display())))?;
+        hashes.push((file, hash_token(token)));
+    }
+    Ok(hashes)
+}
+
+/// Registers the token files' tokens, and warns when no credential at
+/// all would let a call in.
+async fn register_tokens(
+    store: &std::sync::Arc<dyn census_store::JobStore>,
+    token_hashes: &[(&TokenFile, String)],
+    public_read: bool,
+) -> anyhow::Result<()> {
+    for (file, hash) in token_hashes {
+        until_available("registering a token", || store.import_token(&file.name, file.role, hash)).await?;
+        tracing::info!(name = %file.name, role = %file.role, "token registered from {}", file.path.display());
+    }
+    let tokens = until_available("reading the tokens", || store.list_tokens()).await?;
+    if tokens.iter().all(|t| t.revoked) && !public_read {
+        tracing::warn!(
+            "no credentials: every call will be refused; create them with `census token create --role worker|reader|operator --name NAME --database URL`"
+        );
+    }
+    Ok(())
+}
+
+async fn serve(args: Args) -> anyhow::Result<ExitCode> {
+    let metrics = metrics_recorder(&args).await?;
     let config = StoreConfig {
         max_attempts: args.max_attempts,
         quarantine_after: args.quarantine_after,
@@ -199,28 +237,12 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         quarantine_after_failures: args.quarantine_after_failures,
     };
     let tls = tls_files(&args)?;
-    let mut token_hashes = Vec::new();
-    for file in &args.token_files {
-        let text = String::from_utf8(read_named("--token-file", &file.path)?)
-            .map_err(|_| UsageError(format!("--token-file {}: not text", file.path.display())))?;
-        let token =
-            parse_token(text.trim()).map_err(|e| UsageError(format!("--token-file {}: {e}", file.path.display())))?;
-        token_hashes.push((file, hash_token(token)));
-    }
+    let token_hashes = token_hashes(&args)?;
     // A database server may still be starting (docker compose, Kubernetes).
     let connections = super::pool_for(&args.database_url, args.database_connections)?;
     let store = super::open_store(&args.database_url, config.clone(), connections).await?;
     tracing::info!("database ready, migrations applied");
-    for (file, hash) in &token_hashes {
-        until_available("registering a token", || store.import_token(&file.name, file.role, hash)).await?;
-        tracing::info!(name = %file.name, role = %file.role, "token registered from {}", file.path.display());
-    }
-    let tokens = until_available("reading the tokens", || store.list_tokens()).await?;
-    if tokens.iter().all(|t| t.revoked) && !args.public_read {
-        tracing::warn!(
-            "no credentials: every call will be refused; create them with `census token create --role worker|reader|operator --name NAME --database URL`"
-        );
-    }
+    register_tokens(&store, &token_hashes, args.public_read).await?;
     let coordinator = Coordinator::new(
         store,
         CoordinatorConfig {
@@ -250,6 +272,22 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
     tracing::info!(address = %listener.local_addr()?, tls = args.tls_cert.is_some(), "coordinator serving gRPC");
     let mut signals = signals();
+    serve_pages(&args, &coordinator, metrics, &signals).await?;
+    let shutdown = async move {
+        let _ = signals.wait_for(|n| *n > 0).await;
+        tracing::info!("shutting down");
+    };
+    coordinator.serve(listener, shutdown).await.map_err(|e| anyhow::anyhow!("gRPC server failed: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The status page and /metrics, when asked for, until a signal comes.
+async fn serve_pages(
+    args: &Args,
+    coordinator: &std::sync::Arc<Coordinator>,
+    metrics: Option<(tokio::net::TcpListener, metrics_exporter_prometheus::PrometheusHandle)>,
+    signals: &tokio::sync::watch::Receiver<u32>,
+) -> anyhow::Result<()> {
     if let Some(address) = args.http_listen {
         let listener = tokio::net::TcpListener::bind(address)
             .await
@@ -268,10 +306,5 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             let _ = stop.wait_for(|n| *n > 0).await;
         }));
     }
-    let shutdown = async move {
-        let _ = signals.wait_for(|n| *n > 0).await;
-        tracing::info!("shutting down");
-    };
-    coordinator.serve(listener, shutdown).await.map_err(|e| anyhow::anyhow!("gRPC server failed: {e}"))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

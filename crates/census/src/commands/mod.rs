@@ -3,6 +3,8 @@
 
 use std::process::ExitCode;
 
+use census_store::DatabaseLocation;
+
 pub mod bench;
 pub mod classes;
 pub mod client;
@@ -77,13 +79,13 @@ pub fn parse_counter(text: &str) -> Result<census_math::CounterKind, census_math
 /// compose or Kubernetes), unless `CENSUS_DATABASE_WAIT` gives other seconds.
 pub const DATABASE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Opens the store at `url`, retrying a Postgres server that cannot be
+/// Opens the store at `location`, retrying a Postgres server that cannot be
 /// reached yet until [`DATABASE_WAIT`] (or `CENSUS_DATABASE_WAIT` seconds)
 /// has passed since the first try; an SQLite file's errors, and any error a
 /// retry cannot help, are final at once. The one policy of every role.
 /// `connections` is the pool's size, as [`pool_for`] gave it.
 pub async fn open_store(
-    url: &str,
+    location: &DatabaseLocation,
     config: census_store::StoreConfig,
     connections: u32,
 ) -> Result<std::sync::Arc<dyn census_store::JobStore>, census_store::StoreError> {
@@ -93,11 +95,10 @@ pub async fn open_store(
         })?,
         Err(_) => DATABASE_WAIT,
     };
-    let server = url.starts_with("postgres");
     let started = std::time::Instant::now();
     loop {
-        match census_store::connect_with(url, config.clone(), Some(connections)).await {
-            Err(error) if server && error.is_retryable() && started.elapsed() + RETRY_PAUSE < wait => {
+        match census_store::open(location, config.clone(), Some(connections)).await {
+            Err(error) if location.is_server() && error.is_retryable() && started.elapsed() + RETRY_PAUSE < wait => {
                 tracing::warn!(%error, "cannot open the database yet; retrying in 2 s");
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
@@ -121,11 +122,11 @@ pub const DATABASE_CONNECTIONS_HELP: &str = "Connections of the store's pool to 
      16). An SQLite file has one. Each coordinator opens this many: keep coordinators x connections under the \
      server's max_connections (or behind pgbouncer)";
 
-/// The size of the store's pool at `url` (`--database-connections`, or
-/// the store's default: `census_store::pool_size`), checked before
+/// The size of the store's pool at `location` (`--database-connections`,
+/// or the store's default: `DatabaseLocation::pool_size`), checked before
 /// anything is opened: a number the database cannot take is bad input.
-pub fn pool_for(url: &str, asked: Option<u32>) -> anyhow::Result<u32> {
-    census_store::pool_size(url, asked).map_err(|error| match error {
+pub fn pool_for(location: &DatabaseLocation, asked: Option<u32>) -> anyhow::Result<u32> {
+    location.pool_size(asked).map_err(|error| match error {
         census_store::StoreError::Invalid(reason) => UsageError(format!("--database-connections: {reason}")).into(),
         error => error.into(),
     })
@@ -141,30 +142,46 @@ pub fn admission_for(connections: u32, calls: Option<usize>) -> census_coordinat
     }
 }
 
-/// The SQLite file a database location names (see `census_store::connect`),
-/// or `None` for a server's URL.
-fn sqlite_file(url: &str) -> Option<&str> {
-    if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
-        return Some(path);
-    }
-    // postgres:// is a server; another engine's URL the store refuses by name.
-    (!url.contains("://")).then_some(url)
-}
-
 /// Opens a store that must exist already, to read it or change what it
 /// holds (`status`, `verify`, `token list|revoke|release`): a missing SQLite
 /// file is a wrong name, refused as bad input, and never created.
-pub async fn open_existing_store(url: &str) -> anyhow::Result<std::sync::Arc<dyn census_store::JobStore>> {
-    if let Some(path) = sqlite_file(url)
-        && !path.is_empty()
-        && !std::path::Path::new(path).exists()
+pub async fn open_existing_store(
+    location: &DatabaseLocation,
+) -> anyhow::Result<std::sync::Arc<dyn census_store::JobStore>> {
+    if let Some(path) = location.sqlite_file()
+        && !path.exists()
     {
+        let path = path.display();
         return Err(UsageError(format!(
             "there is no database file {path}; `census run --database {path}` (or `census coordinator`) makes one"
         ))
         .into());
     }
-    Ok(census_store::connect(url, census_store::StoreConfig::default()).await?)
+    Ok(census_store::open(location, census_store::StoreConfig::default(), None).await?)
+}
+
+/// `--database` as clap reads it: a [`DatabaseLocation`], parsed once here
+/// and carried typed from there on. A location that cannot be used is
+/// refused with the flag's name and the store's reason, its password
+/// hidden (clap's own message would quote the value whole).
+#[derive(Clone)]
+pub struct DatabaseParser;
+
+impl clap::builder::TypedValueParser for DatabaseParser {
+    type Value = DatabaseLocation;
+
+    fn parse_ref(
+        &self,
+        _command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<DatabaseLocation, clap::Error> {
+        let flag = arg.and_then(clap::Arg::get_long).unwrap_or("database");
+        let refused =
+            |reason: String| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("--{flag}: {reason}\n"));
+        let text = value.to_str().ok_or_else(|| refused(format!("{} is not UTF-8", value.to_string_lossy())))?;
+        text.parse().map_err(|error: census_store::StoreError| refused(error.to_string()))
+    }
 }
 
 /// The most threads (or workers) one process starts: far more than any

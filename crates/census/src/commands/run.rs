@@ -5,19 +5,17 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use census_coordinator::auth::{generate_token, hash_token};
-use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig};
+use census_coordinator::{AuthConfig, CoordinatorConfig};
+use census_local::{Identities, LocalCluster, LocalWorkers};
 use census_math::census::Census;
 use census_math::total::thousands;
 use census_math::{CounterKind, Stage};
-use census_proto::client::ClientConfig;
 use census_proto::v1::{GetProgressRequest, GetResultRequest};
-use census_store::{Role, StoreConfig};
-use census_worker::{Stop, WorkerConfig, default_worker_id, run_worker};
+use census_store::{DatabaseLocation, RunSummary, StoreConfig};
+use census_worker::Stop;
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::sync::watch;
 
-use super::client::{connect_with, print_result, status_error};
+use super::client::{Client, connect_with, print_result, status_error};
 use super::roles::{LogFormat, cores, init_logging, runtime, signals};
 use super::{parse_counter, parse_stage};
 
@@ -30,8 +28,8 @@ pub struct Args {
     #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
     /// Where the run is kept: an SQLite file, or a postgres:// URL. Run again to resume.
-    #[arg(long, env = "CENSUS_DATABASE_URL", default_value = "census.db")]
-    database: String,
+    #[arg(long, env = "CENSUS_DATABASE_URL", default_value = "census.db", value_parser = super::DatabaseParser)]
+    database: DatabaseLocation,
     /// Workers to start, 1 to 1024 (default: the number of cores).
     #[arg(long, env = "CENSUS_WORKERS", value_parser = super::parse_threads)]
     workers: Option<usize>,
@@ -73,8 +71,54 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let census = super::census_of(args.census, args.stage, args.counter);
-    let postgres = args.database.starts_with("postgres://") || args.database.starts_with("postgresql://");
-    if needs_postgres(&census) && !postgres && !args.allow_sqlite {
+    let layers_dir = layers_dir(&args, census)?;
+    let (cluster, run) = start(&args, census, workers).await?;
+    let status_page = serve_status_page(&args, &cluster).await?;
+    let mut client = connect_with(&cluster.operator()).await?;
+    let mut workers = (!run.is_final).then(|| cluster.start_workers(run.run_id, layers_dir));
+    let followed = follow(&args, &mut client, &run, workers.as_mut()).await;
+    let interrupted = matches!(followed, Ok(Followed::Interrupted));
+    if let Some(workers) = workers {
+        workers.stop(if interrupted { Stop::Drain } else { Stop::Now }).await;
+    }
+    let result = match followed {
+        Ok(_) => client.get_result(GetResultRequest { run_id: run.run_id }).await.map_err(status_error),
+        Err(error) => Err(error),
+    };
+    if let Some(page) = status_page {
+        page.abort();
+    }
+    // Closing the store folds SQLite's write-ahead log into the file, so
+    // that the file alone is the census.
+    cluster.stop().await;
+    let result = result?.into_inner();
+    if interrupted {
+        let again = match census {
+            Census::Sudoku { stage, counter } => format!("--stage {} --counter {counter}", stage.name()),
+            other => format!("--census {:?}", other.to_string()),
+        };
+        println!("interrupted: nothing is lost; `census run {again} --database {}` resumes it", args.database);
+        return Ok(ExitCode::from(130));
+    }
+    if run.is_final {
+        say(&args, "this run was already finished; the stored answer:".into());
+    }
+    print_result(&result);
+    say(&args, format!("elapsed: {:.3} s", started.elapsed().as_secs_f64()));
+    Ok(if result.r#final { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// A line for the user, unless --quiet.
+fn say(args: &Args, line: String) {
+    if !args.quiet {
+        println!("{line}");
+    }
+}
+
+/// Where a `layers` census's files go (none for other kinds), once the
+/// census is known to fit the database.
+fn layers_dir(args: &Args, census: Census) -> anyhow::Result<Option<std::path::PathBuf>> {
+    if needs_postgres(&census) && !args.database.is_server() && !args.allow_sqlite {
         return Err(super::UsageError(format!(
             "{census} needs Postgres (--database postgres://...): its jobs number about a million, of about \
              an hour each, work for a cluster; --allow-sqlite runs it on {} anyway",
@@ -82,164 +126,116 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let layers_dir = match (census, args.layers_dir.clone()) {
+    Ok(match (census, args.layers_dir.clone()) {
         (Census::Layers { .. }, None) => Some(layers_dir_next_to(&args.database).ok_or_else(|| {
             super::UsageError(format!("{census} on Postgres needs --layers-dir: where its layer files go"))
         })?),
         (_, dir) => dir,
-    };
+    })
+}
+
+/// Opens the store, starts the local cluster (the coordinator a cluster
+/// runs, with this process's own credentials) and creates (or finds) the
+/// run; says what it is and where it is served.
+async fn start(args: &Args, census: Census, workers: usize) -> anyhow::Result<(LocalCluster, RunSummary)> {
     // Every worker here is this process's own: a job that fails on one of
     // them fails for good (with one worker a quorum of two identities would
     // never come, and the run would wait forever instead of saying why).
     let store_config = StoreConfig { fail_quorum: 1, ..StoreConfig::default() };
     let connections = super::pool_for(&args.database, args.database_connections)?;
     let store = super::open_store(&args.database, store_config, connections).await?;
-    // Credentials that live only in this process: the coordinator serves a
-    // loopback port, and nothing else can present them.
-    let operator_token = generate_token();
-    let worker_tokens: Vec<String> = (0..workers).map(|_| generate_token()).collect();
     // Reads are open: the loopback port serves `census status` from another
-    // terminal; nothing can change without the in-process tokens.
-    let mut auth = AuthConfig { public_read: true, ..AuthConfig::default() };
-    auth.local.insert(hash_token(&operator_token), ("local-operator".into(), Role::Operator));
-    for (i, token) in worker_tokens.iter().enumerate() {
-        auth.local.insert(hash_token(token), (format!("local-worker-{i}"), Role::Worker));
-    }
-    // The workers are this process's threads: their results are recounted
+    // terminal; nothing can change without the in-process tokens. The
+    // workers are this process's threads: their results are recounted
     // only by a counter other than theirs (column-sets checking banded or
     // enumerate); the same counter here again could not disagree.
     let config = CoordinatorConfig {
         lease_ttl: LOCAL_LEASE_TTL,
-        auth,
+        auth: AuthConfig { public_read: true, ..AuthConfig::default() },
         trust_local_workers: true,
         admission: super::admission_for(connections, args.max_calls_in_flight.map(|n| n as usize)),
         ..CoordinatorConfig::default()
     };
-    let coordinator = Coordinator::new(store, config);
-    let run = coordinator.create_run(census, 1).await?;
-    let say = |line: String| {
-        if !args.quiet {
-            println!("{line}");
-        }
-    };
-    say(format!(
-        "census: {} ({} classes), {} jobs in {}{}",
-        run.spec.census,
-        thousands(&run.classes),
-        thousands(&run.jobs_total),
-        census_store::redact_url(&args.database),
-        if run.jobs_done > 0 { format!(", resuming at {} done", thousands(&run.jobs_done)) } else { String::new() }
-    ));
+    let cluster = LocalCluster::start(store, config, Identities::named("local", workers)).await?;
+    let run = cluster.coordinator().create_run(census, 1).await?;
+    say(
+        args,
+        format!(
+            "census: {} ({} classes), {} jobs in {}{}",
+            run.spec.census,
+            thousands(&run.classes),
+            thousands(&run.jobs_total),
+            args.database,
+            if run.jobs_done > 0 { format!(", resuming at {} done", thousands(&run.jobs_done)) } else { String::new() }
+        ),
+    );
+    let address = cluster.address();
+    say(args, format!("serving on {address} (progress from elsewhere: census status --coordinator {address})"));
+    Ok((cluster, run))
+}
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let address = format!("http://{}", listener.local_addr()?);
-    let (server_stop, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(coordinator.clone().serve(listener, async move {
-        let _ = server_stopped.await;
-    }));
-    say(format!("serving on {address} (progress from elsewhere: census status --coordinator {address})"));
-    let mut status_page = None;
-    if let Some(http) = args.http_listen {
-        let listener = tokio::net::TcpListener::bind(http)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot serve the status page on {http}: {e}"))?;
-        println!("status page: http://{}/", listener.local_addr()?);
-        status_page = Some(tokio::spawn(coordinator.clone().serve_status_page(listener, std::future::pending())));
-    }
-    let client_config =
-        |token: &str| ClientConfig { url: address.clone(), token: Some(token.to_string()), ..ClientConfig::default() };
-    let mut client = connect_with(&client_config(&operator_token)).await?;
+/// The live status page, when --http-listen asks for one.
+async fn serve_status_page(
+    args: &Args,
+    cluster: &LocalCluster,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>> {
+    let Some(http) = args.http_listen else { return Ok(None) };
+    let listener = tokio::net::TcpListener::bind(http)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot serve the status page on {http}: {e}"))?;
+    println!("status page: http://{}/", listener.local_addr()?);
+    Ok(Some(tokio::spawn(cluster.coordinator().clone().serve_status_page(listener, std::future::pending()))))
+}
 
-    let (stop_workers, stop) = watch::channel(Stop::No);
-    let mut worker_tasks = Vec::new();
-    if !run.is_final {
-        for (i, token) in worker_tokens.iter().enumerate() {
-            let config = WorkerConfig {
-                coordinator: client_config(token),
-                worker_id: format!("{}-{i}", default_worker_id()),
-                threads: 1,
-                batch: None,
-                exit_when_done: false,
-                run: Some(run.run_id),
-                max_jobs: None,
-                layers_dir: layers_dir.clone(),
-            };
-            worker_tasks.push(tokio::spawn(run_worker(config, stop.clone())));
-        }
-    }
+/// How following a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Followed {
+    /// Final, or every job done or failed with something to resolve.
+    Ended,
+    /// Told to stop by a signal.
+    Interrupted,
+}
 
+/// Shows the run's progress until it ends or a signal says stop. Workers
+/// only end early on an error: without them the run would wait forever,
+/// so that is an error (what is counted stays stored).
+async fn follow(
+    args: &Args,
+    client: &mut Client,
+    run: &RunSummary,
+    mut workers: Option<&mut LocalWorkers>,
+) -> anyhow::Result<Followed> {
     let mut display = Display::new(args.quiet, run.jobs_total, run.jobs_done, run.spec.census.knows_job_costs());
     let mut signals = signals();
-    let interrupted = loop {
-        let progress =
-            client.get_progress(GetProgressRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
+    let followed = loop {
+        let progress = match client.get_progress(GetProgressRequest { run_id: run.run_id }).await {
+            Ok(progress) => progress.into_inner(),
+            Err(status) => break Err(status_error(status)),
+        };
         display.update(&progress);
         if progress.r#final
             || (progress.done + progress.failed == progress.jobs_total && progress.conflicts + progress.failed > 0)
         {
-            break false;
+            break Ok(Followed::Ended);
         }
-        // Workers only end early on an error: without them the run would
-        // wait forever, so say why and stop (what is counted stays stored).
-        if let Some(ended) = worker_tasks.iter().position(|task| task.is_finished()) {
-            display.finish();
-            let outcome = worker_tasks.swap_remove(ended).await;
-            let _ = stop_workers.send(Stop::Now);
-            let _ = server_stop.send(());
-            coordinator.store().close().await;
-            return match outcome {
-                Ok(Err(error)) => Err(anyhow::Error::new(error).context("a worker stopped")),
-                Ok(Ok(_)) => Err(anyhow::anyhow!("a worker stopped before the run was finished")),
-                Err(error) => Err(anyhow::Error::new(error).context("a worker task failed")),
-            };
+        if let Some(workers) = workers.as_deref_mut()
+            && let Some(ended) = workers.ended().await
+        {
+            break Err(ended.into());
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL_EVERY) => {}
-            _ = signals.wait_for(|n| *n > 0) => break true,
+            _ = signals.wait_for(|n| *n > 0) => break Ok(Followed::Interrupted),
         }
     };
     display.finish();
-    let _ = stop_workers.send(if interrupted { Stop::Drain } else { Stop::Now });
-    for task in worker_tasks {
-        let _ = task.await;
-    }
-    let result = client.get_result(GetResultRequest { run_id: run.run_id }).await.map_err(status_error)?.into_inner();
-    let _ = server_stop.send(());
-    let _ = server.await;
-    if let Some(page) = status_page {
-        page.abort();
-    }
-    // Fold SQLite's write-ahead log into the file, so that the file alone is the census.
-    coordinator.store().close().await;
-
-    if interrupted {
-        let again = match census {
-            Census::Sudoku { stage, counter } => format!("--stage {} --counter {counter}", stage.name()),
-            other => format!("--census {:?}", other.to_string()),
-        };
-        println!(
-            "interrupted: nothing is lost; `census run {again} --database {}` resumes it",
-            census_store::redact_url(&args.database)
-        );
-        return Ok(ExitCode::from(130));
-    }
-    if run.is_final {
-        say("this run was already finished; the stored answer:".into());
-    }
-    print_result(&result);
-    say(format!("elapsed: {:.3} s", started.elapsed().as_secs_f64()));
-    Ok(if result.r#final { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    followed
 }
 
 /// The directory of a layers census's files next to an SQLite database
 /// (`census.db`, `sqlite://census.db`: `census.layers`); none for Postgres.
-fn layers_dir_next_to(database: &str) -> Option<std::path::PathBuf> {
-    if database.starts_with("postgres://") || database.starts_with("postgresql://") {
-        return None;
-    }
-    let path = database.strip_prefix("sqlite://").or_else(|| database.strip_prefix("sqlite:")).unwrap_or(database);
-    let path = path.split_once('?').map_or(path, |(path, _)| path);
-    Some(std::path::Path::new(path).with_extension("layers"))
+fn layers_dir_next_to(database: &DatabaseLocation) -> Option<std::path::PathBuf> {
+    database.sqlite_file().map(|path| path.with_extension("layers"))
 }
 
 /// A census too big for one machine's SQLite file (README, "Other kinds of
@@ -424,9 +420,10 @@ mod tests {
 
     #[test]
     fn a_layers_census_keeps_its_files_next_to_its_sqlite_file() {
-        let next_to = |database: &str| layers_dir_next_to(database).map(|dir| dir.display().to_string());
+        let next_to =
+            |database: &str| layers_dir_next_to(&database.parse().unwrap()).map(|dir| dir.display().to_string());
         assert_eq!(next_to("census.db").as_deref(), Some("census.layers"));
-        assert_eq!(next_to("sqlite:///tmp/run.db?mode=rwc").as_deref(), Some("/tmp/run.layers"));
+        assert_eq!(next_to("sqlite:///tmp/run.db").as_deref(), Some("/tmp/run.layers"));
         assert_eq!(next_to("sqlite:data/run").as_deref(), Some("data/run.layers"));
         assert_eq!(next_to("postgres://census@db/census"), None);
     }

@@ -65,8 +65,8 @@ enum Action {
 #[derive(clap::Args)]
 struct Database {
     /// The coordinator's database: postgres://user:password@host/db, or an SQLite file path.
-    #[arg(long, env = "CENSUS_DATABASE_URL")]
-    database: String,
+    #[arg(long, env = "CENSUS_DATABASE_URL", value_parser = super::DatabaseParser)]
+    database: census_store::DatabaseLocation,
 }
 
 fn parse_role(text: &str) -> Result<Role, String> {
@@ -116,8 +116,8 @@ fn utc_minute(unix: i64) -> String {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let open = |database: &Database| {
-            let url = database.database.clone();
-            async move { census_store::connect(&url, StoreConfig::default()).await }
+            let location = database.database.clone();
+            async move { census_store::open(&location, StoreConfig::default(), None).await }
         };
         match args.action {
             Action::Create { database, role, name, output } => {
