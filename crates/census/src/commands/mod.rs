@@ -54,7 +54,7 @@ pub fn census_of(
     stage: census_math::Stage,
     counter: census_math::CounterKind,
 ) -> census_math::census::Census {
-    census.unwrap_or(census_math::census::Census::Sudoku { stage, counter })
+    census.unwrap_or(census_math::census::Census::sudoku(stage, counter))
 }
 
 /// A band as a person types it: digits, maybe grouped by spaces, '/' or '|'.

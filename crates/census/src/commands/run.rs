@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use census_coordinator::auth::{generate_token, hash_token};
 use census_coordinator::{AuthConfig, Coordinator, CoordinatorConfig};
-use census_math::census::Census;
+use census_math::census::{Census, Sudoku};
 use census_math::total::thousands;
 use census_math::{CounterKind, Stage};
 use census_proto::client::ClientConfig;
@@ -74,7 +74,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let census = super::census_of(args.census, args.stage, args.counter);
     let postgres = args.database.starts_with("postgres://") || args.database.starts_with("postgresql://");
-    if needs_postgres(&census) && !postgres && !args.allow_sqlite {
+    if census.needs_postgres() && !postgres && !args.allow_sqlite {
         return Err(super::UsageError(format!(
             "{census} needs Postgres (--database postgres://...): its jobs number about a million, of about \
              an hour each, work for a cluster; --allow-sqlite runs it on {} anyway",
@@ -83,7 +83,7 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
         .into());
     }
     let layers_dir = match (census, args.layers_dir.clone()) {
-        (Census::Layers { .. }, None) => Some(layers_dir_next_to(&args.database).ok_or_else(|| {
+        (census, None) if census.needs_shared_files() => Some(layers_dir_next_to(&args.database).ok_or_else(|| {
             super::UsageError(format!("{census} on Postgres needs --layers-dir: where its layer files go"))
         })?),
         (_, dir) => dir,
@@ -213,9 +213,9 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     coordinator.store().close().await;
 
     if interrupted {
-        let again = match census {
-            Census::Sudoku { stage, counter } => format!("--stage {} --counter {counter}", stage.name()),
-            other => format!("--census {:?}", other.to_string()),
+        let again = match census.as_kind::<Sudoku>() {
+            Some(Sudoku { stage, counter }) => format!("--stage {} --counter {counter}", stage.name()),
+            None => format!("--census {:?}", census.to_string()),
         };
         println!(
             "interrupted: nothing is lost; `census run {again} --database {}` resumes it",
@@ -240,13 +240,6 @@ fn layers_dir_next_to(database: &str) -> Option<std::path::PathBuf> {
     let path = database.strip_prefix("sqlite://").or_else(|| database.strip_prefix("sqlite:")).unwrap_or(database);
     let path = path.split_once('?').map_or(path, |(path, _)| path);
     Some(std::path::Path::new(path).with_extension("layers"))
-}
-
-/// A census too big for one machine's SQLite file (README, "Other kinds of
-/// census"): 2 x 6 boxes, 947,985 jobs of about an hour each. (SQLite holds
-/// any count exactly, so 4 x 3 boxes, 144,578 jobs, run on a laptop's file.)
-fn needs_postgres(census: &Census) -> bool {
-    matches!(census, Census::Shape { rows: 2, cols, .. } if *cols >= 6)
 }
 
 /// How `census run` shows progress: a bar on a terminal, a line every

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use census_coordinator::auth::{generate_token, hash_token};
 use census_coordinator::{AdmissionLimits, AuthConfig, Coordinator, CoordinatorConfig};
-use census_math::census::{Census, JobCounter};
+use census_math::census::{Census, JobCounter, Synthetic};
 use census_proto::client::ClientConfig;
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::worker_service_client::WorkerServiceClient;
@@ -328,10 +328,7 @@ fn salt() -> u64 {
 }
 
 fn census_salt(census: Census) -> u64 {
-    match census {
-        Census::Synthetic { salt, .. } => salt,
-        _ => unreachable!("census simulate runs the synthetic census"),
-    }
+    census.as_kind::<Synthetic>().expect("census simulate runs the synthetic census").salt
 }
 
 /// The coordinator as this process serves it.

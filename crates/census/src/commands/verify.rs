@@ -84,10 +84,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         };
         // Runs of the same count: those whose census has the same answer.
-        let wanted = args.census.unwrap_or(Census::Sudoku {
-            stage: census_math::Stage::Russell,
-            counter: census_math::CounterKind::ColumnSets,
-        });
+        let wanted =
+            args.census.unwrap_or(Census::sudoku(census_math::Stage::Russell, census_math::CounterKind::ColumnSets));
         let same_count = |census: &str| census.parse::<Census>().is_ok_and(|c| c.published() == wanted.published());
         let sudoku = wanted.is_nine_by_nine();
         let chosen: Vec<&RunTotalLine> = if args.runs.is_empty() {
