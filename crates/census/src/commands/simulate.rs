@@ -136,9 +136,8 @@ const CALL_DEADLINE: Duration = census_worker::CALL_DEADLINE;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format, "warn");
-    let census: Census = format!("synthetic jobs={} salt={}", args.jobs, salt())
-        .parse()
-        .map_err(|e: census_math::census::CensusError| UsageError(format!("--jobs {}: {e}", args.jobs)))?;
+    let census = Census::new(Synthetic { jobs: args.jobs, salt: salt(), heavy: None })
+        .map_err(|e| UsageError(format!("--jobs {}: {e}", args.jobs)))?;
     let connections = args.connections.unwrap_or(args.workers).min(args.workers);
     // Each connection is two descriptors here (client and server end),
     // plus the store's pool and the runtime's own.
