@@ -108,9 +108,13 @@ pub fn kinds() -> impl Iterator<Item = &'static KindInfo> {
 /// The kinds as a Markdown table (kind, text, what it counts, published
 /// answer), for the docs and `census classes --kinds`.
 pub fn kinds_table() -> String {
+    // A `|` in a cell (`44|russell`) would end it.
+    let cell = |text: &str| text.replace('|', "\\|");
     let mut table = String::from("| kind | text | what it counts | published answer |\n| --- | --- | --- | --- |\n");
     for kind in kinds() {
-        table += &format!("| `{}` | `{}` | {} | {} |\n", kind.name, kind.grammar, kind.help, kind.published);
+        let (name, grammar, help, published) =
+            (cell(kind.name), cell(kind.grammar), cell(kind.help), cell(kind.published));
+        table += &format!("| `{name}` | `{grammar}` | {help} | {published} |\n");
     }
     table
 }
@@ -589,6 +593,13 @@ mod tests {
                 assert_eq!(Census::new(census), Ok(census), "{text}");
                 assert!(kinds_table().contains(&format!("| `{}` | `{}` |", kind.name, kind.grammar)));
             }
+        }
+        // A row a kind, each of four cells: a `|` inside a cell is escaped.
+        let table = kinds_table();
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(rows.len(), names.len());
+        for row in rows {
+            assert_eq!(row.replace("\\|", "").matches('|').count(), 5, "{row}");
         }
     }
 
