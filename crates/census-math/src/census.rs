@@ -462,10 +462,19 @@ impl Census {
         self.kind().job_counter()
     }
 
-    /// Whether only a Postgres store should hold a run of this census: 2 x
-    /// 6 boxes, 947,985 jobs of about an hour each. (SQLite holds any count
-    /// exactly, so 4 x 3 boxes, 144,578 jobs, run on a laptop's file.)
-    pub fn needs_postgres(&self) -> bool {
+    /// Why only a Postgres store should hold a run of this census, if it
+    /// should: 2 x 6 boxes, 947,985 jobs of about an hour each. (SQLite
+    /// holds any count exactly, so 4 x 3 boxes, 144,578 jobs, run on a
+    /// laptop's file.)
+    ///
+    /// ```
+    /// use census_math::census::Census;
+    /// let big: Census = "shape boxes=2x6".parse().unwrap();
+    /// assert!(big.needs_postgres().is_some_and(|why| why.contains("about a million")));
+    /// let twelve: Census = "shape boxes=4x3".parse().unwrap();
+    /// assert_eq!(twelve.needs_postgres(), None);
+    /// ```
+    pub fn needs_postgres(&self) -> Option<&'static str> {
         self.kind().needs_postgres()
     }
 

@@ -145,8 +145,8 @@ impl CensusKind for EssentiallyDifferent {
         Ok(Answer { value: fold.answer, terms })
     }
 
-    fn needs_postgres(&self) -> bool {
-        false
+    fn needs_postgres(&self) -> Option<&'static str> {
+        None
     }
 
     fn needs_shared_files(&self) -> bool {

@@ -109,9 +109,10 @@ pub trait CensusKind: fmt::Display + fmt::Debug + Send + Sync + 'static {
     /// (checked by the caller), given as [`CensusKind::fold_input`] asks.
     fn answer(&self, counts: Counts<'_>) -> Result<Answer, CensusError>;
 
-    /// Whether only a Postgres store should hold a run of it (a census too
-    /// big for one machine's SQLite file).
-    fn needs_postgres(&self) -> bool;
+    /// Why only a Postgres store should hold a run of it (a census too big
+    /// for one machine's SQLite file), if it should: the reason `census
+    /// run` gives when it refuses an SQLite file.
+    fn needs_postgres(&self) -> Option<&'static str>;
 
     /// Whether its jobs are counted from files in a directory its workers
     /// share (`census-layers`' `Plane`), not from their keys alone by

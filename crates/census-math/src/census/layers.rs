@@ -195,8 +195,8 @@ impl CensusKind for Layers {
         Ok(Answer { value, terms })
     }
 
-    fn needs_postgres(&self) -> bool {
-        false
+    fn needs_postgres(&self) -> Option<&'static str> {
+        None
     }
 
     fn needs_shared_files(&self) -> bool {

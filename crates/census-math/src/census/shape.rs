@@ -250,8 +250,9 @@ impl CensusKind for Shape {
     }
 
     /// 2 x 6: 947,985 jobs of about an hour each, work for a cluster.
-    fn needs_postgres(&self) -> bool {
-        self.rows == 2 && self.cols >= 6
+    fn needs_postgres(&self) -> Option<&'static str> {
+        (self.rows == 2 && self.cols >= 6)
+            .then_some("its jobs number about a million, of about an hour each, work for a cluster")
     }
 
     fn needs_shared_files(&self) -> bool {

@@ -175,8 +175,8 @@ impl CensusKind for Sudoku {
         Ok(Answer { value: n0, terms })
     }
 
-    fn needs_postgres(&self) -> bool {
-        false
+    fn needs_postgres(&self) -> Option<&'static str> {
+        None
     }
 
     fn needs_shared_files(&self) -> bool {

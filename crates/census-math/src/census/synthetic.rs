@@ -155,8 +155,8 @@ impl CensusKind for Synthetic {
         Ok(Answer { value, terms })
     }
 
-    fn needs_postgres(&self) -> bool {
-        false
+    fn needs_postgres(&self) -> Option<&'static str> {
+        None
     }
 
     fn needs_shared_files(&self) -> bool {

@@ -74,10 +74,9 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let census = super::census_of(args.census, args.stage, args.counter);
     let postgres = args.database.starts_with("postgres://") || args.database.starts_with("postgresql://");
-    if census.needs_postgres() && !postgres && !args.allow_sqlite {
+    if let Some(why) = census.needs_postgres().filter(|_| !postgres && !args.allow_sqlite) {
         return Err(super::UsageError(format!(
-            "{census} needs Postgres (--database postgres://...): its jobs number about a million, of about \
-             an hour each, work for a cluster; --allow-sqlite runs it on {} anyway",
+            "{census} needs Postgres (--database postgres://...): {why}; --allow-sqlite runs it on {} anyway",
             args.database
         ))
         .into());
