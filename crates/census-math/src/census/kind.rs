@@ -94,7 +94,8 @@ pub trait CensusKind: fmt::Display + fmt::Debug + Send + Sync + 'static {
 
     /// How a group's count sum enters the answer: a group contributes
     /// weight x (count sum)^power. The store's audit view shows each
-    /// group's contribution so.
+    /// group's contribution so. 1 or 2: the store's running fold (and the
+    /// `runs.class_power` column's CHECK) knows no other power.
     fn class_power(&self) -> u32;
 
     /// What a group's count sum means to a reader, where it means more
