@@ -852,7 +852,7 @@ fn every_kind_is_listed_and_named_in_the_help() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let table = String::from_utf8_lossy(&output.stdout).into_owned();
     assert_eq!(table, census_math::census::kinds_table());
-    for command in ["run", "submit"] {
+    for command in ["run", "submit", "bench"] {
         let help = String::from_utf8_lossy(&census(&[command, "--help"]).stdout).into_owned();
         for kind in census_math::census::kinds() {
             assert!(table.contains(&format!("| `{}` | `{}` |", kind.name, kind.grammar)), "{table}");

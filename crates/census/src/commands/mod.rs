@@ -43,9 +43,15 @@ pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), b
 /// The kinds of census, as every command's help names them: one line a
 /// kind, from the registry (`census_math::census::kinds`).
 pub fn census_help() -> String {
+    kinds_help("Count another kind of census instead of the 9x9 count (--stage, --counter)")
+}
+
+/// `lead`, what a command does with `--census`, then the kinds from the
+/// registry, one line a kind.
+pub fn kinds_help(lead: &str) -> String {
     let kinds: Vec<String> =
         census_math::census::kinds().map(|kind| format!("\"{}\": {}", kind.grammar, kind.help)).collect();
-    format!("Count another kind of census instead of the 9x9 count (--stage, --counter). Kinds: {}", kinds.join(". "))
+    format!("{lead}. Kinds: {}", kinds.join(". "))
 }
 
 /// The census a command means: `--census`, or else the 9x9 count of
