@@ -213,7 +213,7 @@ impl CensusService for Api {
                     .parse()
                     .map_err(|e: census_math::counter::UnknownCounter| Status::invalid_argument(e.to_string()))?
             };
-            Census::Sudoku { stage, counter }
+            Census::sudoku(stage, counter)
         } else if !request.stage.is_empty() || !request.counter.is_empty() {
             return Err(Status::invalid_argument(
                 "give a census, or a stage and counter for the 9x9 count, not both (put them in the census: \

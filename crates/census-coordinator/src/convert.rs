@@ -2,7 +2,7 @@
 //! both directions, with the checks of form that need no store: a result's
 //! fields, and which gRPC status a store error becomes.
 
-use census_math::census::Census;
+use census_math::census::Sudoku;
 use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::{AcceptedCount, Job, JobOutcome, JobResult, Run};
 use census_store::{CompleteOutcome, Completion, Lease, RunSummary, StoreError};
@@ -34,9 +34,9 @@ pub fn status_of(error: StoreError) -> Status {
 
 pub(crate) fn run_message(run: RunSummary) -> Run {
     // The stage and counter fields are the 9x9 count's alone.
-    let (stage, counter) = match run.spec.census {
-        Census::Sudoku { stage, counter } => (stage.name().to_string(), counter.name().to_string()),
-        _ => Default::default(),
+    let (stage, counter) = match run.spec.census.as_kind::<Sudoku>() {
+        Some(Sudoku { stage, counter }) => (stage.name().to_string(), counter.name().to_string()),
+        None => Default::default(),
     };
     Run {
         run_id: run.run_id,

@@ -97,8 +97,9 @@ impl Harness {
 }
 
 fn true_count(job: &Job) -> u128 {
-    static COUNTER: std::sync::LazyLock<census_math::census::JobCounter> =
-        std::sync::LazyLock::new(|| census_math::census::JobCounter::Sudoku(CounterKind::ColumnSets.build()));
+    static COUNTER: std::sync::LazyLock<census_math::census::JobCounter> = std::sync::LazyLock::new(|| {
+        census_math::census::Census::sudoku(census_math::Stage::Russell, CounterKind::ColumnSets).job_counter()
+    });
     COUNTER.count(&job.key).unwrap()
 }
 

@@ -273,12 +273,6 @@ fn fill_standard_bands(normal_only: bool, visit: &mut impl FnMut([u8; 27])) {
     }
 }
 
-/// Relabels digits so B1 reads 123/456/789: the digit at B1's k-th cell
-/// (row by row) becomes k.
-pub fn relabel_standard(band: &Band) -> Band {
-    Band::from_cells(relabel_cells(band.cells())).expect("relabelling keeps a band valid")
-}
-
 /// The catalogue band of any valid band: relabel so B1 is standard, then
 /// sort B2's and B3's columns by their top entries and order the two blocks.
 ///

@@ -3,16 +3,21 @@
 //! exact weight), how to count one job, and how to fold the counts into the
 //! exact answer and the named terms a person checks.
 //!
-//! Three kinds of count exist: the 9x9 count of Felgenhauer and Jarvis (jobs are a
-//! class representative and a seed), the essentially different grids of
-//! Russell and Jarvis (jobs are conjugacy classes of the rearrangement
-//! group, or parts of one) and other box shapes: 2 x c (jobs are column-set
-//! classes, or parts of one, counted by two bands) and 4 x 3 (jobs are
-//! the 144,578 gangsters, counted by three bands). A fourth, `synthetic`,
-//! counts nothing: made-up jobs for load testing the engine
-//! ([`crate::synthetic`]). The formulas stay in their modules; this one
-//! only gives them a common face. The store, the protocol and the worker see
-//! nothing but this: a run is its census's text, parsed here, and every kind
+//! Each kind of count is one module behind one trait, [`CensusKind`]: the
+//! 9x9 count of Felgenhauer and Jarvis ([`sudoku`]: jobs are a class
+//! representative and a seed), the essentially different grids of Russell
+//! and Jarvis ([`essentially_different`]: jobs are conjugacy classes of the
+//! rearrangement group, or parts of one), other box shapes ([`shape`]:
+//! 2 x c by two bands, 4 x 3 by three), 2 x c by the layer recurrence over
+//! shared files ([`layers`]), and `synthetic`, which counts nothing:
+//! made-up jobs for load testing the engine ([`synthetic`]). The formulas
+//! stay in their own modules; a kind's module only gives them the common
+//! face. The registry below lists the kinds, one line each, and
+//! [`kinds`] reads it: the help of every command that takes a census, and
+//! the kinds table of the docs ([`kinds_table`]), come from it.
+//!
+//! A [`Census`] is a kind's parameters, parsed once from its text: the
+//! store, the protocol and the worker see nothing but this, and every kind
 //! travels the same path from job list to folded answer.
 //!
 //! ```
@@ -25,7 +30,6 @@
 //! assert_eq!(answer.value.to_string(), "28200960");
 //! ```
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
@@ -33,49 +37,95 @@ use std::sync::atomic::AtomicBool;
 use num_bigint::BigUint;
 
 mod folding;
+mod kind;
 
 pub use folding::Folding;
+pub use kind::{CensusKind, CountKeys, Counts, FoldInput, KindInfo, Parameters};
 
-use crate::essentially_different as ed;
-use crate::total::{factorize, kilfoil_estimate, n0_from_s, relative_error};
-use crate::{Band, ClassTable, Counter, CounterKind, SEEDS, Seed, Stage, shapes, synthetic, three_bands};
+/// The registry: one line a kind, `module::Type`, in the order the help
+/// lists them. Each line declares the kind's module (whose `KIND` is its
+/// [`KindInfo`] and whose `Type` implements [`CensusKind`]) and lets a
+/// [`Census`] hold it.
+macro_rules! registry {
+    ($($module:ident::$kind:ident),* $(,)?) => {
+        $(pub mod $module;)*
+        $(pub use $module::$kind;)*
 
-/// A kind of exact count and its parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Census {
-    /// All 9x9 grids, N0, from a class stage and a completion counter.
-    Sudoku { stage: Stage, counter: CounterKind },
-    /// 9x9 grids up to the 3,359,232 rearrangements and relabelling.
-    EssentiallyDifferent,
-    /// Grids with boxes of `rows` x `cols` (side rows x cols): 2 x c for
-    /// c = 2..=6 (two bands, [`shapes`]) and 4 x 3 (three bands,
-    /// [`three_bands`]). A transposed shape reads as the same census.
-    /// `gangsters`: only that slice of a three-band shape's jobs (to try a
-    /// cluster, or to spot-check classes against published counts): its
-    /// answer is the slice's part of the sum, not the number of grids.
-    Shape { rows: usize, cols: usize, gangsters: Option<Gangsters> },
-    /// Not a count of anything: `jobs` made-up jobs whose counts are a hash
-    /// of their number and `salt`, checked in O(1), for load testing the
-    /// engine (`census simulate`); see [`synthetic`]. `heavy`: every
-    /// K-th job costs [`synthetic::HEAVY_JOB_COST`] ([`Census::job_cost`]),
-    /// to test progress weighted by cost; all cost 1 without it.
-    Synthetic { jobs: u64, salt: u64, heavy: Option<u64> },
-    /// 2 x c grids by the layer recurrence, as stages of jobs over files
-    /// ([`shapes::layer_jobs`]): map and reduce jobs build each layer of
-    /// partial bands in `parts` parts from `shards` shards of the layer
-    /// before; then one job a column-set class reads its F from the last
-    /// layer. Map and reduce jobs count nothing: their count is the digest
-    /// of the files they wrote, which the next stage reads.
-    Layers { c: usize, shards: u32, parts: u32 },
+        /// The parameters of a census, of one of the registered kinds.
+        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+        enum Kind {
+            $($kind($kind),)*
+        }
+
+        impl Kind {
+            fn census_kind(&self) -> &dyn CensusKind {
+                match self {
+                    $(Kind::$kind(kind) => kind,)*
+                }
+            }
+
+            fn as_any(&self) -> &dyn std::any::Any {
+                match self {
+                    $(Kind::$kind(kind) => kind,)*
+                }
+            }
+
+            fn info(&self) -> &'static KindInfo {
+                match self {
+                    $(Kind::$kind(_) => &$module::KIND,)*
+                }
+            }
+        }
+
+        $(impl From<$kind> for Census {
+            fn from(kind: $kind) -> Census {
+                Census(Kind::$kind(kind))
+            }
+        })*
+
+        static KINDS: &[&KindInfo] = &[$(&$module::KIND),*];
+    };
 }
 
-/// The gangsters `start..end` (in the order of [`three_bands::gangsters`]),
-/// a slice of a three-band census: `gangsters=START..END` in its text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Gangsters {
-    pub start: u32,
-    pub end: u32,
+registry! {
+    sudoku::Sudoku,
+    essentially_different::EssentiallyDifferent,
+    shape::Shape,
+    layers::Layers,
+    synthetic::Synthetic,
 }
+
+/// Every kind of census, in the order the help lists them.
+///
+/// ```
+/// let names: Vec<&str> = census_math::census::kinds().map(|kind| kind.name).collect();
+/// assert_eq!(names, ["sudoku", "essentially-different", "shape", "layers", "synthetic"]);
+/// ```
+pub fn kinds() -> impl Iterator<Item = &'static KindInfo> {
+    KINDS.iter().copied()
+}
+
+/// The kinds as a Markdown table (kind, text, what it counts, published
+/// answer), for the docs and `census classes --kinds`.
+pub fn kinds_table() -> String {
+    // A `|` in a cell (`44|russell`) would end it.
+    let cell = |text: &str| text.replace('|', "\\|");
+    let mut table = String::from("| kind | text | what it counts | published answer |\n| --- | --- | --- | --- |\n");
+    for kind in kinds() {
+        let (name, grammar, help, published) =
+            (cell(kind.name), cell(kind.grammar), cell(kind.help), cell(kind.published));
+        table += &format!("| `{name}` | `{grammar}` | {help} | {published} |\n");
+    }
+    table
+}
+
+/// A census: one kind of exact count and its parameters, parsed from its
+/// text (`"shape boxes=2x4"`) or made from a kind's parameters
+/// (`Census::from(Shape { .. })`, checked by [`Census::new`]). What a
+/// census does is its kind's ([`Census::kind`]); a caller that needs a
+/// kind's own parameters asks for them by type ([`Census::as_kind`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Census(Kind);
 
 /// How a run's results are checked: see [`Census::default_check`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -146,183 +196,97 @@ impl std::error::Error for CensusError {}
 impl fmt::Display for Census {
     /// The form [`Census::from_str`] reads back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Census::Sudoku { stage, counter } => write!(f, "sudoku stage={} counter={}", stage.name(), counter),
-            Census::EssentiallyDifferent => write!(f, "essentially-different"),
-            Census::Shape { rows, cols, gangsters: None } => write!(f, "shape boxes={rows}x{cols}"),
-            Census::Shape { rows, cols, gangsters: Some(Gangsters { start, end }) } => {
-                write!(f, "shape boxes={rows}x{cols} gangsters={start}..{end}")
-            }
-            Census::Synthetic { jobs, salt, heavy: None } => write!(f, "synthetic jobs={jobs} salt={salt}"),
-            Census::Synthetic { jobs, salt, heavy: Some(heavy) } => {
-                write!(f, "synthetic jobs={jobs} salt={salt} heavy={heavy}")
-            }
-            Census::Layers { c, shards, parts } => write!(f, "layers boxes=2x{c} shards={shards} parts={parts}"),
-        }
+        fmt::Display::fmt(self.kind(), f)
+    }
+}
+
+impl fmt::Debug for Census {
+    /// The kind's parameters, e.g. `Shape { rows: 2, cols: 4, gangsters: None }`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.kind(), f)
     }
 }
 
 impl FromStr for Census {
     type Err = CensusError;
 
-    /// `sudoku [stage=S] [counter=C]`, `essentially-different`, or
-    /// `shape boxes=RxC` with one side 2, or 4x3 (3x4); `3x3` is the sudoku
-    /// count; `synthetic jobs=M [salt=S] [heavy=K]` is the load test's
-    /// made-up census (every K-th job heavier, [`Census::job_cost`]);
-    /// `layers boxes=2xC [shards=S] [parts=P]` is 2 x c by the layer
-    /// recurrence (S and P default to 8).
+    /// A kind's name and its parameters, `NAME=VALUE` each, as the kind's
+    /// grammar says ([`kinds`]): `sudoku [stage=S] [counter=C]`,
+    /// `essentially-different`, `shape boxes=RxC` with one side 2, or 4x3
+    /// (3x4; `3x3` is the sudoku count), `layers boxes=2xC [shards=S]
+    /// [parts=P]`, `synthetic jobs=M [salt=S] [heavy=K]`.
     fn from_str(text: &str) -> Result<Census, CensusError> {
         let bad = |reason: String| CensusError::BadCensus { text: text.to_string(), reason };
         let mut words = text.split_whitespace();
-        let kind = words.next().ok_or_else(|| bad("empty".into()))?;
-        let mut parameters = BTreeMap::new();
-        for word in words {
-            let (name, value) = word.split_once('=').ok_or_else(|| bad(format!("{word:?} is not NAME=VALUE")))?;
-            if parameters.insert(name, value).is_some() {
-                return Err(bad(format!("{name} is given twice")));
-            }
-        }
-        let mut take = |name: &str| parameters.remove(name);
-        let census = match kind {
-            "sudoku" => Census::Sudoku {
-                stage: take("stage").map_or(Ok(Stage::Russell), str::parse).map_err(|e| bad(e.to_string()))?,
-                counter: take("counter")
-                    .map_or(Ok(CounterKind::ColumnSets), str::parse)
-                    .map_err(|e| bad(e.to_string()))?,
-            },
-            "essentially-different" => Census::EssentiallyDifferent,
-            "shape" => {
-                let boxes = take("boxes").ok_or_else(|| bad("a shape needs boxes=RxC, e.g. boxes=2x4".into()))?;
-                let (r, c) = boxes
-                    .split_once('x')
-                    .and_then(|(r, c)| Some((r.parse::<usize>().ok()?, c.parse::<usize>().ok()?)))
-                    .ok_or_else(|| bad(format!("boxes={boxes} is not RxC")))?;
-                match (r, c) {
-                    (3, 3) => Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets },
-                    // r x c and c x r boxes have the same grids (transpose).
-                    (2, c) | (c, 2) if (shapes::MIN_C..=shapes::MAX_C).contains(&c) => {
-                        Census::Shape { rows: 2, cols: c, gangsters: None }
-                    }
-                    (4, 3) | (3, 4) => {
-                        let gangsters =
-                            take("gangsters").map(|range| parse_gangsters(range).map_err(bad)).transpose()?;
-                        Census::Shape { rows: 4, cols: 3, gangsters }
-                    }
-                    _ => {
-                        return Err(bad(format!(
-                            "boxes={boxes}: the shapes are 2x2 to 2x6, their transposes, 3x3, and 4x3 (3x4)"
-                        )));
-                    }
-                }
-            }
-            "synthetic" => {
-                let number = |name: &str, value: &str| {
-                    value.parse::<u64>().map_err(|_| bad(format!("{name}={value} is not a whole number")))
-                };
-                let jobs = take("jobs").ok_or_else(|| bad("a synthetic census needs jobs=M, e.g. jobs=1000".into()))?;
-                let jobs = number("jobs", jobs)?;
-                if !(1..=synthetic::MAX_JOBS).contains(&jobs) {
-                    return Err(bad(format!("jobs={jobs}: a synthetic census has 1 to {} jobs", synthetic::MAX_JOBS)));
-                }
-                let salt = take("salt").map_or(Ok(0), |value| number("salt", value))?;
-                let heavy = take("heavy").map(|value| number("heavy", value)).transpose()?;
-                if heavy == Some(0) {
-                    return Err(bad("heavy=0: every K-th job is heavy, K at least 1".into()));
-                }
-                Census::Synthetic { jobs, salt, heavy }
-            }
-            "layers" => {
-                let boxes = take("boxes").ok_or_else(|| bad("layers needs boxes=2xC, e.g. boxes=2x5".into()))?;
-                let c = match boxes.split_once('x').map(|(r, c)| (r.parse::<usize>(), c.parse::<usize>())) {
-                    Some((Ok(2), Ok(c))) | Some((Ok(c), Ok(2))) if (shapes::MIN_C..=shapes::MAX_C).contains(&c) => c,
-                    _ => return Err(bad(format!("boxes={boxes}: layers counts 2x2 to 2x6 (or their transposes)"))),
-                };
-                let mut number = |name: &str| {
-                    take(name).map_or(Ok(DEFAULT_LAYER_SPLIT), |value| {
-                        value.parse::<u32>().map_err(|_| bad(format!("{name}={value} is not a whole number")))
-                    })
-                };
-                let (shards, parts) = (number("shards")?, number("parts")?);
-                shapes::layer_jobs::LayerPlan::new(c, shards, parts).map_err(|e| bad(e.to_string()))?;
-                Census::Layers { c, shards, parts }
-            }
-            other => {
-                return Err(bad(format!(
-                    "{other:?} is not a kind (sudoku, essentially-different, shape, layers; synthetic for load tests)"
-                )));
-            }
+        let name = words.next().ok_or_else(|| bad("empty".into()))?;
+        let mut parameters = Parameters::read(words).map_err(bad)?;
+        let Some(kind) = kinds().find(|kind| kind.name == name) else {
+            let names: Vec<&str> = kinds().map(|kind| kind.name).collect();
+            return Err(bad(format!("{name:?} is not a kind ({})", names.join(", "))));
         };
-        if let Some(name) = parameters.keys().next() {
-            return Err(bad(format!("{kind} takes no {name}")));
+        let census = (kind.parse)(&mut parameters).map_err(bad)?;
+        if let Some(left) = parameters.left_over() {
+            return Err(bad(format!("{name} takes no {left}")));
         }
+        census.kind().check().map_err(bad)?;
         Ok(census)
     }
 }
 
-/// `START..END`, a non-empty range of gangster numbers.
-fn parse_gangsters(range: &str) -> Result<Gangsters, String> {
-    let (start, end) = range
-        .split_once("..")
-        .and_then(|(start, end)| Some((start.parse::<u32>().ok()?, end.parse::<u32>().ok()?)))
-        .ok_or_else(|| format!("gangsters={range} is not START..END, e.g. gangsters=0..100"))?;
-    if start >= end {
-        return Err(format!("gangsters={range} is empty: START must be below END"));
-    }
-    Ok(Gangsters { start, end })
-}
-
-/// Shards and parts of a layer census whose text does not give them.
-pub const DEFAULT_LAYER_SPLIT: u32 = 8;
-
-/// Russell and Jarvis (2006): the number of essentially different grids.
-pub const PUBLISHED_ESSENTIALLY_DIFFERENT: u64 = 5_472_730_538;
-
 impl Census {
-    /// The published answer, where there is one: N0 (Felgenhauer and
-    /// Jarvis), the essentially different grids (Russell and Jarvis), the
-    /// 2 x c totals (docs/mathematics.md names their sources).
-    pub fn published(&self) -> Option<BigUint> {
-        match *self {
-            Census::Sudoku { .. } => Some(n0_from_s(&BigUint::from(crate::total::PUBLISHED_S))),
-            Census::EssentiallyDifferent => Some(BigUint::from(PUBLISHED_ESSENTIALLY_DIFFERENT)),
-            Census::Shape { gangsters: Some(_), .. } => None,
-            Census::Shape { rows: 2, cols: c, .. } | Census::Layers { c, .. } => {
-                shapes::PUBLISHED_GRIDS.iter().find(|(side, _)| *side == c).and_then(|(_, grids)| grids.parse().ok())
-            }
-            Census::Shape { rows: 4, cols: 3, .. } => three_bands::PUBLISHED_4X3.parse().ok(),
-            Census::Shape { .. } | Census::Synthetic { .. } => None,
-        }
-    }
-
-    /// Whether this is the 9x9 count, N0 by the band method: the one census
-    /// whose answer is shown as S, its factorization and N0 = 9! x 72^2 x S,
-    /// and whose classes are band representatives with seeds. The page, the
-    /// client and the coordinator ask this, never the text.
+    /// The census of a kind's parameters made in code, checked as a parsed
+    /// one is ([`CensusKind::check`]): a value out of range is refused with
+    /// the census's text, as if it had been parsed.
     ///
     /// ```
-    /// use census_math::census::Census;
-    /// let nine: Census = "sudoku stage=44 counter=banded".parse().unwrap();
-    /// let boxes_3x3: Census = "shape boxes=3x3".parse().unwrap();
-    /// let shape: Census = "shape boxes=2x3".parse().unwrap();
-    /// assert!(nine.is_nine_by_nine() && boxes_3x3.is_nine_by_nine());
-    /// assert!(!shape.is_nine_by_nine() && !Census::EssentiallyDifferent.is_nine_by_nine());
+    /// use census_math::census::{Census, Synthetic};
+    /// let census = Census::new(Synthetic { jobs: 5, salt: 7, heavy: None }).unwrap();
+    /// assert_eq!(census, "synthetic jobs=5 salt=7".parse().unwrap());
+    /// let none = Census::new(Synthetic { jobs: 0, salt: 7, heavy: None }).unwrap_err();
+    /// assert_eq!(none, "synthetic jobs=0 salt=7".parse::<Census>().unwrap_err());
     /// ```
-    pub fn is_nine_by_nine(&self) -> bool {
-        matches!(self, Census::Sudoku { .. })
+    pub fn new(kind: impl Into<Census>) -> Result<Census, CensusError> {
+        let census = kind.into();
+        census.kind().check().map_err(|reason| CensusError::BadCensus { text: census.to_string(), reason })?;
+        Ok(census)
+    }
+
+    /// What this census does: its kind's behaviour, with its parameters.
+    pub fn kind(&self) -> &dyn CensusKind {
+        self.0.census_kind()
+    }
+
+    /// Its kind's registry entry: name, grammar, help.
+    pub fn info(&self) -> &'static KindInfo {
+        self.0.info()
+    }
+
+    /// The parameters of its kind, if that is `K`: the typed way to a
+    /// kind's own values (`census.as_kind::<Layers>()`).
+    ///
+    /// ```
+    /// use census_math::census::{Census, Shape, Sudoku};
+    /// let shape: Census = "shape boxes=4x2".parse().unwrap();
+    /// assert_eq!(shape.as_kind::<Shape>().map(|shape| (shape.rows, shape.cols)), Some((2, 4)));
+    /// assert!(shape.as_kind::<Sudoku>().is_none());
+    /// ```
+    pub fn as_kind<K: CensusKind>(&self) -> Option<&K> {
+        self.0.as_any().downcast_ref::<K>()
+    }
+
+    /// The published answer, where there is one: N0 (Felgenhauer and
+    /// Jarvis), the essentially different grids (Russell and Jarvis), the
+    /// 2 x c and 4 x 3 totals (docs/mathematics.md names their sources).
+    pub fn published(&self) -> Option<BigUint> {
+        self.kind().published()
     }
 
     /// How many jobs, one after another in the job order, a worker's
-    /// thread should count together: 4x3 gangsters next to each other
-    /// share their first three stacks (runs of 403 on average), and a
-    /// count of such a run reads each pair of table rows once for all of
-    /// them ([`JobCounter::count_many`]): alone a gangster costs about 60
-    /// core-seconds, in a run of 256 about 4 to 5 (BENCHMARKS.md). 256
-    /// keeps a thread's run within half an hour. 1 for the other kinds.
+    /// thread should count together ([`CensusKind::jobs_counted_together`]):
+    /// 256 for 4 x 3 (gangsters next to each other share table rows), 1
+    /// for the other kinds.
     pub fn jobs_counted_together(&self) -> u32 {
-        match self {
-            Census::Shape { rows, .. } if *rows != 2 => 256,
-            _ => 1,
-        }
+        self.kind().jobs_counted_together()
     }
 
     /// How long a worker may keep a lease of this census alive by
@@ -331,12 +295,6 @@ impl Census {
     /// whole batch a thread counts, and its lifetime bounds how long a
     /// worker that heartbeats but never reports can hold jobs. None: the
     /// jobs take seconds at most, the coordinator's limit serves.
-    ///
-    /// A 4 x 3 thread leases [`Census::jobs_counted_together`] gangsters,
-    /// about 5 s each counted together and about 120 s more to fill the
-    /// process's table (BENCHMARKS.md): under an hour here, so four hours
-    /// leaves room for a slower or busier machine. A 2 x 6 job by search takes an hour
-    /// (median; 2.9 h at most in a sample of 50): twelve hours.
     ///
     /// ```
     /// use census_math::census::Census;
@@ -347,13 +305,7 @@ impl Census {
     /// assert_eq!(nine.longest_lease(), None);
     /// ```
     pub fn longest_lease(&self) -> Option<std::time::Duration> {
-        const HOUR: u64 = 3600;
-        match *self {
-            Census::Shape { rows: 2, cols, .. } if cols >= 6 => Some(std::time::Duration::from_secs(12 * HOUR)),
-            Census::Layers { c, .. } if c >= 6 => Some(std::time::Duration::from_secs(12 * HOUR)),
-            Census::Shape { rows, .. } if rows != 2 => Some(std::time::Duration::from_secs(4 * HOUR)),
-            _ => None,
-        }
+        self.kind().longest_lease()
     }
 
     /// How the results of this census are checked when the operator does
@@ -380,93 +332,19 @@ impl Census {
     /// assert_eq!(twelve.default_check(), CheckPolicy { quorum: 2, recount_fraction: 0.01 });
     /// ```
     pub fn default_check(&self) -> CheckPolicy {
-        match *self {
-            Census::Shape { rows: 2, cols, .. } if cols < 6 => CheckPolicy::RECOUNT_ALL,
-            Census::Shape { .. } => CheckPolicy::QUORUM_AND_SAMPLE,
-            // A recount would need the shared files; two identities that
-            // write the same files report the same digest.
-            Census::Layers { .. } => CheckPolicy { quorum: 2, recount_fraction: 0.0 },
-            Census::Sudoku { .. } | Census::EssentiallyDifferent | Census::Synthetic { .. } => CheckPolicy::RECOUNT_ALL,
-        }
+        self.kind().default_check()
     }
 
     /// Every job of the census, in a fixed order.
     pub fn jobs(&self) -> Result<Vec<JobSpec>, CensusError> {
-        match *self {
-            Census::Sudoku { stage, .. } => {
-                let table = ClassTable::build(stage);
-                let mut jobs = Vec::with_capacity(table.classes().len() * SEEDS.len());
-                for class in table.classes() {
-                    for seed in &SEEDS {
-                        // The group is the class's representative, which the
-                        // 9x9 audit (`class_totals`) shows.
-                        jobs.push(JobSpec {
-                            key: format!("{} {seed}", class.representative),
-                            group: class.representative.to_string(),
-                            weight: u128::from(class.size),
-                        });
-                    }
-                }
-                Ok(jobs)
-            }
-            Census::EssentiallyDifferent => Ok(ed::jobs()
-                .into_iter()
-                .map(|job| JobSpec {
-                    key: job.key,
-                    group: format!("class {}", job.class),
-                    weight: u128::from(job.weight),
-                })
-                .collect()),
-            Census::Shape { rows: 2, cols, .. } => Ok(shapes::jobs(cols)
-                .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?
-                .into_iter()
-                .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
-                .collect()),
-            Census::Shape { rows, gangsters, .. } => {
-                let all = three_bands::jobs(rows)
-                    .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?;
-                let slice = match gangsters {
-                    None => 0..all.len(),
-                    Some(Gangsters { start, end }) if end as usize <= all.len() => start as usize..end as usize,
-                    Some(Gangsters { end, .. }) => {
-                        return Err(CensusError::BadCensus {
-                            text: self.to_string(),
-                            reason: format!("gangsters ..{end}: there are {} gangsters", all.len()),
-                        });
-                    }
-                };
-                Ok(all
-                    .into_iter()
-                    .take(slice.end)
-                    .skip(slice.start)
-                    .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
-                    .collect())
-            }
-            Census::Synthetic { .. } => Ok(self.job_stream()?.collect()),
-            Census::Layers { .. } => Ok(self
-                .layer_plan()?
-                .jobs()
-                .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() })?
-                .into_iter()
-                .map(|job| JobSpec { key: job.key, group: job.group, weight: job.weight })
-                .collect()),
-        }
-    }
-
-    /// The plan of a layer census (its jobs, keys and stages).
-    pub fn layer_plan(&self) -> Result<shapes::layer_jobs::LayerPlan, CensusError> {
-        match *self {
-            Census::Layers { c, shards, parts } => shapes::layer_jobs::LayerPlan::new(c, shards, parts)
-                .map_err(|e| CensusError::BadCensus { text: self.to_string(), reason: e.to_string() }),
-            _ => Err(CensusError::BadCensus { text: self.to_string(), reason: "not a layers census".into() }),
-        }
+        self.kind().jobs()
     }
 
     /// How many stages the census's jobs fall into: a job of stage s may be
     /// leased only when every job of the stages before it is done. 1 for
     /// every kind but `layers` (map and reduce a step, then the classes).
     pub fn stage_count(&self) -> u32 {
-        self.layer_plan().map_or(1, |plan| plan.stage_count())
+        self.kind().stage_count()
     }
 
     /// The stage (0..[`Census::stage_count`]) of one of the census's jobs.
@@ -483,13 +361,7 @@ impl Census {
     /// assert_eq!((shape.stage_count(), shape.stage("2x3:038,038,038")), (1, Ok(0)));
     /// ```
     pub fn stage(&self, key: &str) -> Result<u32, CensusError> {
-        match self.layer_plan() {
-            Ok(plan) => plan
-                .parse(key)
-                .map(|job| plan.stage(&job))
-                .map_err(|e| CensusError::BadKey { key: key.to_string(), reason: e.to_string() }),
-            Err(_) => Ok(0),
-        }
+        self.kind().stage(key)
     }
 
     /// The expected cost of one of the census's jobs (by its key),
@@ -497,40 +369,30 @@ impl Census {
     /// (the store keeps it with the job). 1 for every job of a census
     /// whose jobs cost alike, or whose costs are not known: the 9x9 count,
     /// the essentially different grids, the shapes, 4 x 3, and `synthetic`
-    /// (there every K-th job costs [`synthetic::HEAVY_JOB_COST`] with
-    /// `heavy=K`). A `layers` job's cost is in emissions, from the
+    /// (there every K-th job costs [`crate::synthetic::HEAVY_JOB_COST`]
+    /// with `heavy=K`). A `layers` job's cost is in emissions, from the
     /// published layer sizes (estimates where 2 x 6's are not published):
-    /// [`shapes::layer_jobs::LayerPlan::job_cost`] says how. A key that is
-    /// not one of the census's is refused where the cost reads it.
+    /// [`crate::shapes::layer_jobs::LayerPlan::job_cost`] says how. A key
+    /// that is not one of the census's is refused where the cost reads it.
     ///
     /// ```
-    /// use census_math::census::Census;
+    /// use census_math::census::{Census, EssentiallyDifferent};
     /// let layers: Census = "layers boxes=2x5 shards=8 parts=8".parse().unwrap();
     /// let (map, reduce) = (layers.job_cost("2x5/map/3/0").unwrap(), layers.job_cost("2x5/reduce/3/0").unwrap());
     /// assert!(map > 70 * reduce && reduce > 400);
     /// let heavy: Census = "synthetic jobs=10 heavy=5".parse().unwrap();
     /// assert_eq!((heavy.job_cost("synthetic:3"), heavy.job_cost("synthetic:4")), (Ok(1), Ok(100)));
     /// assert!(heavy.job_cost("synthetic:10").is_err());
-    /// assert_eq!(Census::EssentiallyDifferent.job_cost("ed1 identity"), Ok(1));
+    /// assert_eq!(Census::from(EssentiallyDifferent).job_cost("ed1 identity"), Ok(1));
     /// ```
     pub fn job_cost(&self, key: &str) -> Result<u64, CensusError> {
-        let bad = |reason: String| CensusError::BadKey { key: key.to_string(), reason };
-        match *self {
-            Census::Layers { .. } => {
-                let plan = self.layer_plan()?;
-                plan.parse(key).map(|job| plan.job_cost(&job)).map_err(|e| bad(e.to_string()))
-            }
-            Census::Synthetic { jobs, heavy: Some(every), .. } => {
-                synthetic::index_of(key, jobs).map(|index| synthetic::cost(index, Some(every))).map_err(bad)
-            }
-            _ => Ok(1),
-        }
+        self.kind().job_cost(key)
     }
 
     /// Whether the census's jobs differ in cost ([`Census::job_cost`]), so
     /// that progress by cost says more than progress by jobs.
     pub fn knows_job_costs(&self) -> bool {
-        matches!(self, Census::Layers { .. } | Census::Synthetic { heavy: Some(_), .. })
+        self.kind().knows_job_costs()
     }
 
     /// Every job of the census, in the order of [`Census::jobs`], made as
@@ -538,36 +400,20 @@ impl Census {
     /// memory; the other kinds list theirs first (at most a few hundred
     /// thousand, and the 9x9 stages' class tables are built anyway).
     pub fn job_stream(&self) -> Result<Box<dyn Iterator<Item = JobSpec> + Send>, CensusError> {
-        match *self {
-            Census::Synthetic { jobs, .. } => Ok(Box::new((0..jobs).map(|index| JobSpec {
-                key: synthetic::key(index),
-                group: synthetic::group(index),
-                weight: 1,
-            }))),
-            _ => Ok(Box::new(self.jobs()?.into_iter())),
-        }
+        self.kind().job_stream()
     }
 
     /// Whether [`Census::job_stream`] makes the jobs as they are read (the
     /// synthetic census's, up to 10^7), rather than listing them first: a
     /// caller that folds runs of the others keeps their list.
     pub fn makes_jobs_as_read(&self) -> bool {
-        matches!(self, Census::Synthetic { .. })
+        self.kind().makes_jobs_as_read()
     }
 
     /// Names the counting code: results of different versions are never
     /// mixed in one run.
     pub fn counter_version(&self) -> String {
-        match *self {
-            Census::Sudoku { counter, .. } => counter.version().to_string(),
-            Census::EssentiallyDifferent => format!("fixed-points/{}", ed::jobs::KEY_VERSION),
-            Census::Shape { rows: 2, .. } => "band-f/1".to_string(),
-            Census::Shape { .. } => "three-bands/1".to_string(),
-            Census::Synthetic { .. } => "synthetic/1".to_string(),
-            // 2: map and reduce jobs weigh 0 and runs are stage-gated (a run
-            // made by layers/1 could not be counted through a store).
-            Census::Layers { .. } => "layers/2".to_string(),
-        }
+        self.kind().counter_version()
     }
 
     /// How a class's count sum enters the answer: a class contributes
@@ -577,20 +423,14 @@ impl Census {
     /// F(S) first), 1 for 4 x 3 (class size x b x G, one job a class). The
     /// store's audit view shows each class's contribution so.
     pub fn class_power(&self) -> u32 {
-        match self {
-            Census::Shape { rows: 2, .. } | Census::Layers { .. } => 2,
-            _ => 1,
-        }
+        self.kind().class_power()
     }
 
     /// A counter that checks a worker's result: for the 9x9 count the
     /// column-sets counter (independent of `banded` and `enumerate`), for the
     /// other kinds their one counter.
     pub fn checking_counter(&self) -> JobCounter {
-        match *self {
-            Census::Sudoku { .. } => JobCounter::Sudoku(CounterKind::ColumnSets.build()),
-            _ => self.job_counter(),
-        }
+        self.kind().checking_counter()
     }
 
     /// Whether [`Census::checking_counter`] is another algorithm than the
@@ -599,40 +439,50 @@ impl Census {
     /// `enumerate`.
     ///
     /// ```
-    /// use census_math::census::Census;
+    /// use census_math::census::{Census, EssentiallyDifferent};
     /// let banded: Census = "sudoku stage=44 counter=banded".parse().unwrap();
     /// let column_sets: Census = "sudoku stage=44 counter=column-sets".parse().unwrap();
     /// assert!(banded.has_independent_check());
     /// assert!(!column_sets.has_independent_check());
-    /// assert!(!Census::EssentiallyDifferent.has_independent_check());
+    /// assert!(!Census::from(EssentiallyDifferent).has_independent_check());
     /// ```
     pub fn has_independent_check(&self) -> bool {
-        matches!(*self, Census::Sudoku { counter, .. } if counter != CounterKind::ColumnSets)
+        self.kind().has_independent_check()
     }
 
     /// What a group's count sum means to a reader, where it means more than
     /// the sum: for the 9x9 count, the completions of the class
     /// representative, 72 x the seed sum (the `class_totals` audit).
     pub fn group_completions(&self, count_sum: &BigUint) -> Option<BigUint> {
-        match self {
-            Census::Sudoku { .. } => Some(count_sum * 72u32),
-            _ => None,
-        }
+        self.kind().group_completions(count_sum)
     }
 
     /// A counter of this census's job keys, its tables built once.
     pub fn job_counter(&self) -> JobCounter {
-        match *self {
-            Census::Sudoku { counter, .. } => JobCounter::Sudoku(counter.build()),
-            Census::EssentiallyDifferent => JobCounter::EssentiallyDifferent,
-            Census::Shape { rows: 2, cols, .. } => JobCounter::Shape { c: cols },
-            Census::Shape { rows, .. } => JobCounter::ThreeBands {
-                r: rows,
-                table: three_bands::SharedTable::new(rows).expect("three-band shapes have 2 to 4 rows"),
-            },
-            Census::Synthetic { jobs, salt, .. } => JobCounter::Synthetic { jobs, salt },
-            Census::Layers { c, .. } => JobCounter::Layers { c },
-        }
+        self.kind().job_counter()
+    }
+
+    /// Why only a Postgres store should hold a run of this census, if it
+    /// should: 2 x 6 boxes, 947,985 jobs of about an hour each. (SQLite
+    /// holds any count exactly, so 4 x 3 boxes, 144,578 jobs, run on a
+    /// laptop's file.)
+    ///
+    /// ```
+    /// use census_math::census::Census;
+    /// let big: Census = "shape boxes=2x6".parse().unwrap();
+    /// assert!(big.needs_postgres().is_some_and(|why| why.contains("about a million")));
+    /// let twelve: Census = "shape boxes=4x3".parse().unwrap();
+    /// assert_eq!(twelve.needs_postgres(), None);
+    /// ```
+    pub fn needs_postgres(&self) -> Option<&'static str> {
+        self.kind().needs_postgres()
+    }
+
+    /// Whether the census's jobs are counted from files in a directory its
+    /// workers share (a `layers` census: `census-layers`' `Plane`), not by
+    /// [`Census::job_counter`] from their keys alone.
+    pub fn needs_shared_files(&self) -> bool {
+        self.kind().needs_shared_files()
     }
 
     /// The answer from one count per job of [`Census::jobs`] (`counts[i]`
@@ -671,119 +521,28 @@ impl Census {
     }
 
     /// The answer from one count per job of `jobs`, which are exactly the
-    /// census's own (the caller has checked them).
+    /// census's own (the caller has checked them), given to the kind's fold
+    /// as it asks ([`CensusKind::fold_input`]).
     fn fold_listed(&self, jobs: &[JobSpec], counts: &[u128]) -> Result<Answer, CensusError> {
-        match *self {
-            Census::Sudoku { .. } | Census::Synthetic { .. } => {
-                let weighted: BigUint =
-                    jobs.iter().zip(counts).map(|(job, &count)| BigUint::from(job.weight) * count).sum();
-                self.fold_weighted(weighted)
-            }
-            Census::EssentiallyDifferent => fold_essentially_different(jobs, counts),
-            Census::Shape { rows, .. } if rows != 2 => {
-                let three_band_jobs: Vec<three_bands::ThreeBandJob> = jobs
-                    .iter()
-                    .map(|job| three_bands::ThreeBandJob {
-                        key: job.key.clone(),
-                        group: job.group.clone(),
-                        weight: job.weight,
-                    })
-                    .collect();
-                let value = three_bands::fold(three_band_jobs.iter().zip(counts.iter().copied()));
-                let mut terms = vec![
-                    ("gangsters (classes of top-band column sets)".into(), jobs.len().to_string()),
-                    (
-                        "column-set tuples (sum of class sizes)".into(),
-                        jobs.iter().map(|job| BigUint::from(job.weight)).sum::<BigUint>().to_string(),
-                    ),
-                    (format!("grids({rows} x 3) = sum of size x b x G"), value.to_string()),
-                ];
-                if let Census::Shape { gangsters: Some(Gangsters { start, end }), .. } = *self {
-                    terms[2].0 =
-                        format!("gangsters {start}..{end} (a slice, not the number of grids): sum of size x b x G");
-                }
-                Ok(Answer { value, terms })
-            }
-            Census::Layers { c, .. } => fold_layers(c, &self.layer_plan()?, jobs, counts),
-            Census::Shape { cols: c, .. } => {
-                let shape_jobs: Vec<shapes::ShapeJob> = jobs
-                    .iter()
-                    .map(|job| shapes::ShapeJob { key: job.key.clone(), group: job.group.clone(), weight: job.weight })
-                    .collect();
-                let value = shapes::fold(c, shape_jobs.iter().zip(counts.iter().copied()))
-                    .map_err(|e| CensusError::BadResults(e.to_string()))?;
-                let groups = jobs.iter().map(|job| &job.group).collect::<std::collections::BTreeSet<_>>().len();
-                let terms = vec![
-                    ("column-set classes".into(), groups.to_string()),
-                    (format!("grids(2 x {c}) = sum of weight x F^2"), value.to_string()),
-                ];
-                Ok(Answer { value, terms })
-            }
-        }
-    }
-
-    /// The answer of the kinds that fold the sum of weight x count alone
-    /// (the 9x9 count's S; the synthetic census's sum, its weights all 1),
-    /// from that sum: what [`Folding`] keeps of them as their counts come.
-    fn fold_weighted(&self, weighted: BigUint) -> Result<Answer, CensusError> {
-        match *self {
-            Census::Sudoku { .. } => {
-                // S = sum of class size x seed count; N0 = 9! x 72^2 x S.
-                let s = weighted;
-                let n0 = n0_from_s(&s);
-                let kilfoil = kilfoil_estimate();
-                let terms = vec![
-                    ("S".to_string(), s.to_string()),
-                    ("S factorized".to_string(), factorize(&s).to_string()),
-                    ("N0 = 9! x 72^2 x S".to_string(), n0.to_string()),
-                    (
-                        "Kilfoil's estimate".to_string(),
-                        format!("{kilfoil:.4e} ({:+.3}% from N0)", 100.0 * relative_error(kilfoil, &n0)),
-                    ),
-                ];
-                Ok(Answer { value: n0, terms })
-            }
-            Census::Synthetic { jobs: listed, .. } => {
-                let value = weighted;
-                let terms = vec![
-                    ("synthetic jobs (a load test: counts of nothing)".to_string(), listed.to_string()),
-                    ("sum of their made-up counts".to_string(), value.to_string()),
-                ];
-                Ok(Answer { value, terms })
-            }
-            _ => Err(CensusError::BadResults(format!("{self} folds more than a weighted sum of its counts"))),
+        let every_job = Counts::EveryJob { jobs, counts };
+        match self.kind().fold_input() {
+            FoldInput::WeightedSum => self.kind().answer(Counts::WeightedSum(every_job.weighted_sum())),
+            FoldInput::EveryJob => self.kind().answer(every_job),
         }
     }
 }
 
 /// Counts job keys of one census; built once per worker (the 9x9
-/// counters build tables).
-pub enum JobCounter {
-    Sudoku(Box<dyn Counter>),
-    EssentiallyDifferent,
-    Shape {
-        c: usize,
-    },
-    /// r x 3 boxes by three bands, with the stack-pair table of the
-    /// process ([`three_bands::SharedTable`]: one table a process, shared by its threads).
-    ThreeBands {
-        r: usize,
-        table: three_bands::SharedTable,
-    },
-    /// The load test's made-up counts ([`synthetic::count_key`]).
-    Synthetic {
-        jobs: u64,
-        salt: u64,
-    },
-    /// A layer census's jobs read and write files in a directory shared by
-    /// the workers (the `census-layers` crate), which a counter of keys
-    /// alone does not have: every count is refused with the reason.
-    Layers {
-        c: usize,
-    },
-}
+/// counters build tables). Each kind's module has its counter
+/// ([`CountKeys`]); this is the one face they show.
+pub struct JobCounter(Box<dyn CountKeys>);
 
 impl JobCounter {
+    /// The counter of a kind's keys.
+    pub fn new(counter: impl CountKeys + 'static) -> JobCounter {
+        JobCounter(Box::new(counter))
+    }
+
     /// The count of one job, from its key alone.
     pub fn count(&self, key: &str) -> Result<u128, CensusError> {
         static NEVER: AtomicBool = AtomicBool::new(false);
@@ -795,167 +554,62 @@ impl JobCounter {
     /// it goes and stops well within a second; a partial count is never
     /// returned.
     pub fn count_cancellable(&self, key: &str, cancel: &AtomicBool) -> Result<u128, CensusError> {
-        let bad = |reason: String| CensusError::BadKey { key: key.to_string(), reason };
-        let count = match self {
-            JobCounter::Sudoku(counter) => {
-                let (band, seed) = key.split_once(' ').ok_or_else(|| bad("not BAND SEED".into()))?;
-                let band: Band = band.parse().map_err(|e: crate::BandError| bad(e.to_string()))?;
-                if !band.is_standard() {
-                    return Err(bad("the band's B1 is not 123/456/789".into()));
-                }
-                let seed = parse_seed(seed).ok_or_else(|| bad(format!("{seed:?} is not a seed like 235/689")))?;
-                counter.count_cancellable(&band, &seed, cancel).map(u128::from)
-            }
-            JobCounter::EssentiallyDifferent => {
-                ed::count_job_cancellable(key, cancel).map_err(|e| bad(e.to_string()))?
-            }
-            JobCounter::Shape { c } => {
-                if !key.starts_with(&format!("2x{c}:")) {
-                    return Err(bad(format!("not a 2 x {c} key")));
-                }
-                shapes::count_job_cancellable(key, cancel).map_err(|e| bad(e.to_string()))?
-            }
-            JobCounter::ThreeBands { r, table } => {
-                if !key.starts_with(&format!("{r}x3:")) {
-                    return Err(bad(format!("not a {r} x 3 key")));
-                }
-                match table.count_job(key, cancel) {
-                    Ok(count) => Some(count),
-                    Err(three_bands::ThreeBandError::Cancelled) => None,
-                    Err(e) => return Err(bad(e.to_string())),
-                }
-            }
-            JobCounter::Synthetic { jobs, salt } => Some(synthetic::count_key(key, *jobs, *salt).map_err(bad)?),
-            JobCounter::Layers { c } => {
-                return Err(bad(format!(
-                    "a 2x{c} layers job needs the layer data plane (census-layers: the shared directory of \
-                     layer files and the accepted digests of the stage before), which this counter has not"
-                )));
-            }
-        };
-        count.ok_or(CensusError::Cancelled)
+        self.0.count_cancellable(key, cancel)
     }
 
     /// The counts of several jobs, each as [`JobCounter::count_cancellable`]
     /// would give it, counted together where that is cheaper (4x3
     /// gangsters that share their first three stacks read the same table
-    /// rows: [`three_bands::SharedTable::count_many`]). A key that cannot be
-    /// read fails alone; once `cancel` is set the jobs not yet counted are
-    /// [`CensusError::Cancelled`].
+    /// rows: [`crate::three_bands::SharedTable::count_many`]). A key that
+    /// cannot be read fails alone; once `cancel` is set the jobs not yet
+    /// counted are [`CensusError::Cancelled`].
     pub fn count_many(&self, keys: &[&str], cancel: &AtomicBool) -> Vec<Result<u128, CensusError>> {
-        let JobCounter::ThreeBands { r, table } = self else {
-            return keys.iter().map(|key| self.count_cancellable(key, cancel)).collect();
-        };
-        let mut counts: Vec<Result<u128, CensusError>> = Vec::with_capacity(keys.len());
-        let mut readable = Vec::new();
-        for key in keys {
-            let bad = |reason: String| CensusError::BadKey { key: key.to_string(), reason };
-            let pattern = match key.strip_prefix(&format!("{r}x3:")) {
-                None => Err(bad(format!("not a {r} x 3 key"))),
-                Some(_) => three_bands::parse_key(key).map_err(|e| bad(e.to_string())),
-            };
-            if let Ok(pattern) = &pattern {
-                readable.push((counts.len(), pattern.clone()));
-            }
-            counts.push(pattern.map(|_| 0));
-        }
-        let patterns: Vec<three_bands::Pattern> = readable.iter().map(|(_, pattern)| pattern.clone()).collect();
-        match table.count_many(&patterns, cancel) {
-            Ok(together) => {
-                for ((index, _), count) in readable.iter().zip(together) {
-                    counts[*index] = Ok(count);
-                }
-            }
-            Err(error) => {
-                for (index, _) in &readable {
-                    counts[*index] = Err(match &error {
-                        three_bands::ThreeBandError::Cancelled => CensusError::Cancelled,
-                        other => CensusError::BadKey { key: keys[*index].to_string(), reason: other.to_string() },
-                    });
-                }
-            }
-        }
-        counts
+        self.0.count_many(keys, cancel)
     }
-}
-
-fn parse_seed(text: &str) -> Option<Seed> {
-    SEEDS.iter().find(|seed| seed.to_string() == text).cloned()
-}
-
-/// The essentially different grids' answer from a count per job of its
-/// jobs (the caller has checked them): sum of class size x A(g) over |G|.
-fn fold_essentially_different(jobs: &[JobSpec], counts: &[u128]) -> Result<Answer, CensusError> {
-    let fixed_jobs: Vec<ed::FixedJob> = jobs
-        .iter()
-        .map(|job| {
-            let class = job.group.strip_prefix("class ").and_then(|n| n.parse().ok());
-            let weight = u64::try_from(job.weight).ok();
-            match (class, weight) {
-                (Some(class), Some(weight)) => Ok(ed::FixedJob { key: job.key.clone(), class, weight }),
-                _ => Err(CensusError::BadResults(format!("job {:?} has a foreign group or weight", job.key))),
-            }
-        })
-        .collect::<Result<_, _>>()?;
-    let fold = ed::fold(&fixed_jobs, counts).map_err(|e| CensusError::BadResults(e.to_string()))?;
-    // The classes that fix no grid add nothing; the 27 that do are the audit.
-    let fixing: Vec<_> = fold.terms.iter().filter(|term| term.fixed > 0).collect();
-    let mut terms = vec![("classes of G fixing some grid".to_string(), fixing.len().to_string())];
-    terms.extend(
-        fixing
-            .iter()
-            .map(|term| (format!("class {}: size x A", term.class), format!("{} x {}", term.size, term.fixed))),
-    );
-    terms.push(("sum of size x A".into(), fold.sum.to_string()));
-    terms.push(("|G|".into(), ed::GROUP_ORDER.to_string()));
-    terms.push(("essentially different = sum / |G|".into(), fold.answer.to_string()));
-    Ok(Answer { value: fold.answer, terms })
-}
-
-/// A `layers` census's answer from a count per job of its jobs (the
-/// caller has checked them): the class jobs fold as the shape census's
-/// jobs; a map or reduce job's count is a digest, which adds nothing.
-fn fold_layers(
-    c: usize,
-    plan: &shapes::layer_jobs::LayerPlan,
-    jobs: &[JobSpec],
-    counts: &[u128],
-) -> Result<Answer, CensusError> {
-    let mut shape_jobs = Vec::new();
-    let mut class_counts = Vec::new();
-    for (job, &count) in jobs.iter().zip(counts) {
-        let parsed = plan.parse(&job.key).map_err(|e| CensusError::BadResults(format!("{}: {e}", job.key)))?;
-        if matches!(parsed, shapes::layer_jobs::LayerJob::Class { .. }) {
-            let sets = job.key.rsplit('/').next().unwrap_or_default();
-            shape_jobs.push(shapes::ShapeJob {
-                key: format!("2x{c}:{sets}"),
-                group: job.group.clone(),
-                weight: job.weight,
-            });
-            class_counts.push(count);
-        }
-    }
-    let value =
-        shapes::fold(c, shape_jobs.iter().zip(class_counts)).map_err(|e| CensusError::BadResults(e.to_string()))?;
-    let terms = vec![
-        ("map and reduce jobs (counts are digests of their files)".into(), {
-            (jobs.len() - shape_jobs.len()).to_string()
-        }),
-        ("column-set classes".into(), shape_jobs.len().to_string()),
-        (format!("grids(2 x {c}) = sum of weight x F^2"), value.to_string()),
-    ];
-    Ok(Answer { value, terms })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::essentially_different as ed;
+    use crate::{CounterKind, Stage, synthetic, three_bands};
 
     fn count_all(census: Census) -> Answer {
         let counter = census.job_counter();
         let jobs = census.jobs().unwrap();
         let counts: Vec<u128> = jobs.iter().map(|job| counter.count(&job.key).unwrap()).collect();
         census.fold(&jobs, &counts).unwrap()
+    }
+
+    /// The registry: each kind's examples read back as they print, as the
+    /// kind they name, and pass its check; each kind has a grammar that
+    /// starts with its name, one line of help and a published answer (or
+    /// says it has none); names are distinct.
+    #[test]
+    fn every_kind_reads_back_its_examples_and_has_a_help_line() {
+        let mut names = std::collections::BTreeSet::new();
+        for kind in kinds() {
+            assert!(names.insert(kind.name), "{} is registered twice", kind.name);
+            assert!(kind.grammar.split_whitespace().next() == Some(kind.name), "{}: {}", kind.name, kind.grammar);
+            for line in [kind.help, kind.published] {
+                assert!(!line.trim().is_empty() && !line.contains('\n'), "{}: {line:?}", kind.name);
+            }
+            assert!(!kind.examples.is_empty(), "{} gives no example", kind.name);
+            for text in kind.examples {
+                let census: Census = text.parse().unwrap_or_else(|e| panic!("{}: {e}", kind.name));
+                assert_eq!(census.info().name, kind.name, "{text}");
+                assert_eq!(census.to_string().parse::<Census>(), Ok(census), "{text}");
+                assert_eq!(Census::new(census), Ok(census), "{text}");
+                assert!(kinds_table().contains(&format!("| `{}` | `{}` |", kind.name, kind.grammar)));
+            }
+        }
+        // A row a kind, each of four cells: a `|` inside a cell is escaped.
+        let table = kinds_table();
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(rows.len(), names.len());
+        for row in rows {
+            assert_eq!(row.replace("\\|", "").matches('|').count(), 5, "{row}");
+        }
     }
 
     #[test]
@@ -973,20 +627,26 @@ mod tests {
         }
         assert_eq!(
             "sudoku".parse::<Census>().unwrap(),
-            Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets }
+            Census::from(Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets })
         );
-        assert_eq!("shape boxes=4x2".parse::<Census>().unwrap(), Census::Shape { rows: 2, cols: 4, gangsters: None });
-        assert_eq!("shape boxes=3x4".parse::<Census>().unwrap(), Census::Shape { rows: 4, cols: 3, gangsters: None });
+        assert_eq!(
+            "shape boxes=4x2".parse::<Census>().unwrap(),
+            Census::from(Shape { rows: 2, cols: 4, gangsters: None })
+        );
+        assert_eq!(
+            "shape boxes=3x4".parse::<Census>().unwrap(),
+            Census::from(Shape { rows: 4, cols: 3, gangsters: None })
+        );
         assert_eq!("shape boxes=3x4".parse::<Census>().unwrap().to_string(), "shape boxes=4x3");
         assert_eq!("shape boxes=3x3".parse::<Census>().unwrap(), "sudoku".parse().unwrap());
         assert_eq!("synthetic jobs=5".parse::<Census>().unwrap().to_string(), "synthetic jobs=5 salt=0");
-        assert_eq!("layers boxes=6x2".parse::<Census>().unwrap(), Census::Layers { c: 6, shards: 8, parts: 8 });
+        assert_eq!("layers boxes=6x2".parse::<Census>().unwrap(), Census::from(Layers { c: 6, shards: 8, parts: 8 }));
         assert_eq!(
             "synthetic salt=7 jobs=5".parse::<Census>().unwrap(),
-            Census::Synthetic { jobs: 5, salt: 7, heavy: None }
+            Census::from(Synthetic { jobs: 5, salt: 7, heavy: None })
         );
         let heavy: Census = "synthetic jobs=5 heavy=2".parse().unwrap();
-        assert_eq!(heavy, Census::Synthetic { jobs: 5, salt: 0, heavy: Some(2) });
+        assert_eq!(heavy, Census::from(Synthetic { jobs: 5, salt: 0, heavy: Some(2) }));
         assert_eq!(heavy.to_string(), "synthetic jobs=5 salt=0 heavy=2");
         for (text, says) in [
             ("", "empty"),
@@ -1173,7 +833,7 @@ mod tests {
     /// tests/essentially_different.rs).
     #[test]
     fn the_essentially_different_fold_divides_by_the_group_order() {
-        let census = Census::EssentiallyDifferent;
+        let census = Census::from(EssentiallyDifferent);
         let jobs = census.jobs().unwrap();
         assert_eq!(jobs.len(), 282);
         let identity = jobs.iter().position(|job| job.key == "ed1 identity").unwrap();
@@ -1190,7 +850,8 @@ mod tests {
     /// 28,200,960 in three_bands' tests).
     #[test]
     fn jobs_counted_together_count_as_alone() {
-        let counter = JobCounter::ThreeBands { r: 2, table: three_bands::SharedTable::new(2).unwrap() };
+        let counter =
+            JobCounter::new(shape::ThreeBandCounter { r: 2, table: three_bands::SharedTable::new(2).unwrap() });
         let jobs = three_bands::jobs(2).unwrap();
         let mut keys: Vec<&str> = jobs.iter().map(|job| job.key.as_str()).collect();
         keys.insert(1, "2x3:not a pattern");
@@ -1207,21 +868,21 @@ mod tests {
         assert_eq!(together.iter().filter(|count| count.is_ok()).count(), jobs.len());
         let stopped = AtomicBool::new(true);
         assert!(counter.count_many(&keys[..1], &stopped).iter().all(|c| matches!(c, Err(CensusError::Cancelled))));
-        assert_eq!(Census::Shape { rows: 4, cols: 3, gangsters: None }.jobs_counted_together(), 256);
-        assert_eq!(Census::EssentiallyDifferent.jobs_counted_together(), 1);
+        assert_eq!(Census::from(Shape { rows: 4, cols: 3, gangsters: None }).jobs_counted_together(), 256);
+        assert_eq!(Census::from(EssentiallyDifferent).jobs_counted_together(), 1);
     }
 
     #[test]
     fn keys_of_another_census_are_refused() {
-        let sudoku = Census::Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets }.job_counter();
+        let sudoku = Census::from(Sudoku { stage: Stage::Russell, counter: CounterKind::ColumnSets }).job_counter();
         for key in ["", "123456789456789123789123456", "123456789456789123789123456 999/999", "2x2:003,003"] {
             assert!(matches!(sudoku.count(key), Err(CensusError::BadKey { .. })), "{key:?}");
         }
         assert_eq!(sudoku.count("123456789456789123789123456 235/689").map(|n| n > 0), Ok(true));
-        let shape = Census::Shape { rows: 2, cols: 3, gangsters: None }.job_counter();
+        let shape = Census::from(Shape { rows: 2, cols: 3, gangsters: None }).job_counter();
         assert!(shape.count("2x2:003,003").unwrap_err().to_string().contains("not a 2 x 3 key"));
-        assert!(Census::EssentiallyDifferent.job_counter().count("2x2:003,003").is_err());
-        let twelve = Census::Shape { rows: 4, cols: 3, gangsters: None }.job_counter();
+        assert!(Census::from(EssentiallyDifferent).job_counter().count("2x2:003,003").is_err());
+        let twelve = Census::from(Shape { rows: 4, cols: 3, gangsters: None }).job_counter();
         assert!(twelve.count("2x2:003,003").unwrap_err().to_string().contains("not a 4 x 3 key"));
         assert!(twelve.count("4x3:0000.0000").unwrap_err().to_string().contains("2 digits, not 12"));
     }
@@ -1242,7 +903,7 @@ mod tests {
         let counter = census.job_counter();
         assert!(counter.count("synthetic:25").unwrap_err().to_string().contains("not below jobs=25"));
         assert!(counter.count("2x2:003,003").is_err());
-        let shape = Census::Shape { rows: 2, cols: 3, gangsters: None }.job_counter();
+        let shape = Census::from(Shape { rows: 2, cols: 3, gangsters: None }).job_counter();
         assert!(shape.count("synthetic:1").is_err());
         let mut wrong = jobs.clone();
         wrong[0].key = "synthetic:99".into();

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use census_math::census::{Census, CensusError};
+use census_math::census::{Census, CensusError, EssentiallyDifferent};
 
 fn set() -> AtomicBool {
     AtomicBool::new(true)
@@ -31,7 +31,7 @@ fn the_enumerate_counter_stops_when_cancelled() {
 
 #[test]
 fn the_essentially_different_counter_stops_when_cancelled() {
-    let census = Census::EssentiallyDifferent;
+    let census = Census::from(EssentiallyDifferent);
     let counter = census.job_counter();
     // Every part of a class but the identity is a search of the fixed counter.
     let jobs = census.jobs().unwrap();

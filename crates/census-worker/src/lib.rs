@@ -406,17 +406,16 @@ impl Worker {
             return Ok(counter.clone());
         }
         let parsed: Census = census.parse().map_err(|e| format!("this worker cannot count the census: {e}"))?;
-        let counting = match parsed {
-            Census::Layers { .. } => {
-                let dir = self.config.layers_dir.as_deref().ok_or_else(|| {
-                    format!(
-                        "{parsed} reads and writes layer files in a directory that the run's workers share, \
-                         and this worker has none (census worker --layers-dir)"
-                    )
-                })?;
-                Counting::Layers(Plane::new(parsed, dir).map_err(|e| e.to_string())?)
-            }
-            _ => Counting::Keys(parsed.job_counter()),
+        let counting = if parsed.needs_shared_files() {
+            let dir = self.config.layers_dir.as_deref().ok_or_else(|| {
+                format!(
+                    "{parsed} reads and writes layer files in a directory that the run's workers share, \
+                     and this worker has none (census worker --layers-dir)"
+                )
+            })?;
+            Counting::Layers(Plane::new(parsed, dir).map_err(|e| e.to_string())?)
+        } else {
+            Counting::Keys(parsed.job_counter())
         };
         let counter = Arc::new(CensusCounter {
             census: parsed,
@@ -907,6 +906,7 @@ fn truncate(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use census_math::census::EssentiallyDifferent;
 
     const TTL: Duration = Duration::from_secs(30);
 
@@ -927,7 +927,7 @@ mod tests {
         assert_eq!(slow, 2);
         assert_eq!(slow.max(batch_counted_together(twelve.jobs_counted_together(), 2)), 512);
         assert_eq!(batch_counted_together(twelve.jobs_counted_together(), 16), 4096);
-        assert_eq!(batch_counted_together(Census::EssentiallyDifferent.jobs_counted_together(), 2), 2);
+        assert_eq!(batch_counted_together(Census::from(EssentiallyDifferent).jobs_counted_together(), 2), 2);
         assert_eq!(batch_counted_together(256, 1024), census_proto::limits::MAX_BATCH);
         assert_eq!(batch_counted_together(0, 0), 1);
     }

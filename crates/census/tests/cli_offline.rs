@@ -815,3 +815,21 @@ fn a_second_signal_ends_a_worker_whose_coordinator_never_answers() {
     assert_eq!(status.code(), Some(130), "{seen:?} {rest}");
     assert!(rest.contains("census: a second signal: exiting at once"), "{seen:?} {rest}");
 }
+
+/// The kinds of census come from one registry: `classes --kinds` lists each
+/// with its text, and the help of every command that takes a census names
+/// each kind's text.
+#[test]
+fn every_kind_is_listed_and_named_in_the_help() {
+    let output = census(&["classes", "--kinds"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(table, census_math::census::kinds_table());
+    for command in ["run", "submit", "bench"] {
+        let help = String::from_utf8_lossy(&census(&[command, "--help"]).stdout).into_owned();
+        for kind in census_math::census::kinds() {
+            assert!(table.contains(&format!("| `{}` | `{}` |", kind.name, kind.grammar)), "{table}");
+            assert!(help.contains(kind.grammar), "census {command} --help names {}: {help}", kind.name);
+        }
+    }
+}

@@ -30,7 +30,7 @@
 
 use num_bigint::BigUint;
 
-use super::{Answer, Census, CensusError, JobSpec};
+use super::{Answer, Census, CensusError, Counts, FoldInput, JobSpec};
 
 /// The fold of a census in progress: see the module's documentation.
 pub struct Folding {
@@ -42,8 +42,9 @@ pub struct Folding {
 
 /// What a fold keeps of the jobs given so far.
 enum Sums {
-    /// The sum of weight x count: all the 9x9 count's fold (S) and the
-    /// synthetic census's (its weights are 1) read.
+    /// The sum of weight x count, all a kind's fold reads where it says so
+    /// ([`FoldInput::WeightedSum`]: the 9x9 count's S, the synthetic
+    /// census's sum).
     Weighted(BigUint),
     /// Every job and its count, for the kinds whose folds read them whole.
     Listed { jobs: Vec<JobSpec>, counts: Vec<u128> },
@@ -55,9 +56,9 @@ impl Census {
     /// that list ([`Census::job_stream`], or a kept copy of
     /// [`Census::jobs`]).
     pub fn folding(&self, expected: Box<dyn Iterator<Item = JobSpec> + Send>) -> Folding {
-        let sums = match self {
-            Census::Sudoku { .. } | Census::Synthetic { .. } => Sums::Weighted(BigUint::default()),
-            _ => Sums::Listed { jobs: Vec::new(), counts: Vec::new() },
+        let sums = match self.kind().fold_input() {
+            FoldInput::WeightedSum => Sums::Weighted(BigUint::default()),
+            FoldInput::EveryJob => Sums::Listed { jobs: Vec::new(), counts: Vec::new() },
         };
         Folding { census: *self, expected, sums }
     }
@@ -96,7 +97,7 @@ impl Folding {
             return Err(CensusError::BadResults(format!("job {:?} has no count", job.key)));
         }
         match self.sums {
-            Sums::Weighted(sum) => self.census.fold_weighted(sum),
+            Sums::Weighted(sum) => self.census.kind().answer(Counts::WeightedSum(sum)),
             Sums::Listed { jobs, counts } => self.census.fold_listed(&jobs, &counts),
         }
     }

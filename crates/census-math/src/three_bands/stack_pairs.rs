@@ -653,10 +653,6 @@ impl StackPairTable {
         self.splits.nodes.len()
     }
 
-    #[doc(hidden)]
-    pub fn scratch_rows(&self) -> &[OnceLock<Box<[u32]>>] {
-        &self.rows
-    }
     /// Rows filled by colouring so far.
     pub fn rows_coloured(&self) -> u64 {
         self.coloured.load(Ordering::Relaxed)

@@ -15,11 +15,13 @@ use super::{UsageError, parse_counter, parse_stage};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Count another kind of census instead, whole, in-process:
-    /// "essentially-different", "shape boxes=2x4" (the shapes are 2x2 to
-    /// 2x6, their transposes, 3x3, and 4x3 (3x4); 2x6 and 4x3 take
-    /// core-years whole), or "sudoku stage=71 counter=banded".
-    #[arg(long, conflicts_with_all = ["stage", "counter", "limit"])]
+    #[arg(
+        long,
+        conflicts_with_all = ["stage", "counter", "limit"],
+        help = super::kinds_help(
+            "Count another kind of census instead, whole, in-process (2x6 and 4x3 take core-years whole)"
+        )
+    )]
     census: Option<Census>,
     /// The stage to count (e.g. 44, 71, 36288).
     #[arg(long, default_value = "44", value_parser = parse_stage)]

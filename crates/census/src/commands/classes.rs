@@ -1,6 +1,6 @@
-//! `census classes`: the class table of a stage, or the jobs of any census
+//! `census classes`: the class table of a stage, the jobs of any census
 //! (their keys, groups and weights: where to find a class to slice, audit
-//! or spot-check).
+//! or spot-check), or the kinds of census there are.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -15,13 +15,17 @@ use super::parse_stage;
 pub struct Args {
     /// The stage: a class count or a name (44|russell, 71|felgenhauer-jarvis,
     /// 174|rectangles, 416|rows, 2051|stacks-columns, 36288|catalogue).
-    #[arg(long, value_parser = parse_stage, required_unless_present = "census")]
+    #[arg(long, value_parser = parse_stage, required_unless_present_any = ["census", "kinds"])]
     stage: Option<Stage>,
     /// List the jobs of a census instead, one line each: its number, group
     /// (class), weight and key, e.g. "shape boxes=4x3" (the gangster numbers
     /// that `gangsters=START..END` slices).
     #[arg(long, conflicts_with = "stage")]
     census: Option<Census>,
+    /// List the kinds of census instead (a Markdown table: each kind's
+    /// text, what it counts and its published answer).
+    #[arg(long, conflicts_with_all = ["stage", "census", "json"])]
+    kinds: bool,
     /// Print a JSON array of {"id", "representative", "size"} (with --census:
     /// {"job", "group", "weight", "key"}) instead of a table.
     #[arg(long)]
@@ -68,10 +72,14 @@ struct ClassRow {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.kinds {
+        print!("{}", census_math::census::kinds_table());
+        return Ok(ExitCode::SUCCESS);
+    }
     let stage = match (args.census, args.stage) {
         (Some(census), _) => return print_jobs(census, args.json),
         (None, Some(stage)) => stage,
-        (None, None) => unreachable!("clap requires --stage unless --census is given"),
+        (None, None) => unreachable!("clap requires --stage unless --census or --kinds is given"),
     };
     let started = Instant::now();
     let table = ClassTable::build(stage);

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use census_layers::Plane;
 use census_layers::local::{self, LayerSummary};
-use census_math::census::Census;
+use census_math::census::{Census, Layers};
 use census_math::shapes;
 use census_math::total::thousands;
 use serde::Serialize;
@@ -94,9 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let threads = args.threads as usize;
     let (shards, parts) = (args.shards.unwrap_or(4 * args.threads), args.parts.unwrap_or(4 * args.threads));
-    let census: Census = format!("layers boxes=2x{c} shards={shards} parts={parts}")
-        .parse()
-        .map_err(|e: census_math::census::CensusError| UsageError(e.to_string()))?;
+    let census = Census::new(Layers { c, shards, parts }).map_err(|e| UsageError(e.to_string()))?;
     let temporary = match &args.dir {
         Some(_) => None,
         None => Some(tempfile::Builder::new().prefix("census-layers.").tempdir()?),

@@ -42,12 +42,19 @@ pub const STAGE_HELP: &str = "The stage: 44|russell, 71|felgenhauer-jarvis, 174|
 pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), banded (about 0.1 s a job) \
      or enumerate (the paper's plain backtracking, under a second a job)";
 
-/// The kinds of census, as every command's help names them.
-pub const CENSUS_HELP: &str = "Count another kind of census instead of the 9x9 count (--stage, --counter). \
-     Kinds: \"essentially-different\" (9x9 grids up to symmetry), \"shape boxes=2x4\" (the shapes are 2x2 to \
-     2x6, their transposes, 3x3, and 4x3 (3x4); \"shape boxes=3x3\" is the 9x9 count itself, run as \"sudoku \
-     stage=russell counter=column-sets\"), or \"sudoku stage=71 counter=banded\". \"synthetic jobs=M\" counts nothing: \
-     made-up jobs for load testing only (census simulate)";
+/// The kinds of census, as every command's help names them: one line a
+/// kind, from the registry (`census_math::census::kinds`).
+pub fn census_help() -> String {
+    kinds_help("Count another kind of census instead of the 9x9 count (--stage, --counter)")
+}
+
+/// `lead`, what a command does with `--census`, then the kinds from the
+/// registry, one line a kind.
+pub fn kinds_help(lead: &str) -> String {
+    let kinds: Vec<String> =
+        census_math::census::kinds().map(|kind| format!("\"{}\": {}", kind.grammar, kind.help)).collect();
+    format!("{lead}. Kinds: {}", kinds.join(". "))
+}
 
 /// The census a command means: `--census`, or else the 9x9 count of
 /// `--stage` and `--counter`.
@@ -56,7 +63,7 @@ pub fn census_of(
     stage: census_math::Stage,
     counter: census_math::CounterKind,
 ) -> census_math::census::Census {
-    census.unwrap_or(census_math::census::Census::Sudoku { stage, counter })
+    census.unwrap_or(census_math::census::Census::sudoku(stage, counter))
 }
 
 /// A band as a person types it: digits, maybe grouped by spaces, '/' or '|'.

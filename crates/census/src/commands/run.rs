@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use census_coordinator::{AuthConfig, CoordinatorConfig};
 use census_local::{Identities, LocalCluster, LocalWorkers};
-use census_math::census::Census;
+use census_math::census::{Census, Sudoku};
 use census_math::total::thousands;
 use census_math::{CounterKind, Stage};
 use census_proto::v1::{GetProgressRequest, GetResultRequest};
@@ -21,7 +21,7 @@ use super::{parse_counter, parse_stage};
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"], help = super::CENSUS_HELP)]
+    #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"], help = super::census_help())]
     census: Option<Census>,
     #[arg(long, env = "CENSUS_STAGE", default_value = "44", value_parser = parse_stage, help = super::STAGE_HELP)]
     stage: Stage,
@@ -93,9 +93,9 @@ async fn census(args: Args, workers: usize) -> anyhow::Result<ExitCode> {
     cluster.stop().await;
     let result = result?.into_inner();
     if interrupted {
-        let again = match census {
-            Census::Sudoku { stage, counter } => format!("--stage {} --counter {counter}", stage.name()),
-            other => format!("--census {:?}", other.to_string()),
+        let again = match census.as_kind::<Sudoku>() {
+            Some(Sudoku { stage, counter }) => format!("--stage {} --counter {counter}", stage.name()),
+            None => format!("--census {:?}", census.to_string()),
         };
         println!("interrupted: nothing is lost; `census run {again} --database {}` resumes it", args.database);
         return Ok(ExitCode::from(130));
@@ -118,16 +118,15 @@ fn say(args: &Args, line: String) {
 /// Where a `layers` census's files go (none for other kinds), once the
 /// census is known to fit the database.
 fn layers_dir(args: &Args, census: Census) -> anyhow::Result<Option<std::path::PathBuf>> {
-    if needs_postgres(&census) && !args.database.is_server() && !args.allow_sqlite {
+    if let Some(why) = census.needs_postgres().filter(|_| !args.database.is_server() && !args.allow_sqlite) {
         return Err(super::UsageError(format!(
-            "{census} needs Postgres (--database postgres://...): its jobs number about a million, of about \
-             an hour each, work for a cluster; --allow-sqlite runs it on {} anyway",
+            "{census} needs Postgres (--database postgres://...): {why}; --allow-sqlite runs it on {} anyway",
             args.database
         ))
         .into());
     }
     Ok(match (census, args.layers_dir.clone()) {
-        (Census::Layers { .. }, None) => Some(layers_dir_next_to(&args.database).ok_or_else(|| {
+        (census, None) if census.needs_shared_files() => Some(layers_dir_next_to(&args.database).ok_or_else(|| {
             super::UsageError(format!("{census} on Postgres needs --layers-dir: where its layer files go"))
         })?),
         (_, dir) => dir,
@@ -236,13 +235,6 @@ async fn follow(
 /// (`census.db`, `sqlite://census.db`: `census.layers`); none for Postgres.
 fn layers_dir_next_to(database: &DatabaseLocation) -> Option<std::path::PathBuf> {
     database.sqlite_file().map(|path| path.with_extension("layers"))
-}
-
-/// A census too big for one machine's SQLite file (README, "Other kinds of
-/// census"): 2 x 6 boxes, 947,985 jobs of about an hour each. (SQLite holds
-/// any count exactly, so 4 x 3 boxes, 144,578 jobs, run on a laptop's file.)
-fn needs_postgres(census: &Census) -> bool {
-    matches!(census, Census::Shape { rows: 2, cols, .. } if *cols >= 6)
 }
 
 /// How `census run` shows progress: a bar on a terminal, a line every

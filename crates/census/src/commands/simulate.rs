@@ -14,7 +14,7 @@ use census_coordinator::{AdmissionLimits, CoordinatorConfig};
 use census_local::simulate::measure::{CpuSample, Memory, Runtimes, round3};
 use census_local::simulate::{Batch, Call, Calls, Heartbeats, Load, LoadProgress};
 use census_local::{Identities, LocalCluster};
-use census_math::census::Census;
+use census_math::census::{Census, Synthetic};
 use census_proto::v1::{GetProgressRequest, GetResultRequest, Progress, RunResult};
 use census_store::{DatabaseLocation, RunSummary, StoreConfig};
 
@@ -127,9 +127,8 @@ struct Measured {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format, "warn");
-    let census: Census = format!("synthetic jobs={} salt={}", args.jobs, salt())
-        .parse()
-        .map_err(|e: census_math::census::CensusError| UsageError(format!("--jobs {}: {e}", args.jobs)))?;
+    let census = Census::new(Synthetic { jobs: args.jobs, salt: salt(), heavy: None })
+        .map_err(|e| UsageError(format!("--jobs {}: {e}", args.jobs)))?;
     let connections = args.connections.unwrap_or(args.workers).min(args.workers);
     // Each connection is two descriptors here (client and server end),
     // plus the store's pool and the runtime's own.
@@ -380,10 +379,7 @@ fn salt() -> u64 {
 }
 
 fn census_salt(census: Census) -> u64 {
-    match census {
-        Census::Synthetic { salt, .. } => salt,
-        _ => unreachable!("census simulate runs the synthetic census"),
-    }
+    census.as_kind::<Synthetic>().expect("census simulate runs the synthetic census").salt
 }
 
 /// Raises the soft limit on open files to `wanted` if the hard limit allows;

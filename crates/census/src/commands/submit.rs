@@ -13,7 +13,7 @@ pub struct Args {
     /// The coordinator's gRPC address.
     #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
     coordinator: String,
-    #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"], help = super::CENSUS_HELP)]
+    #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"], help = super::census_help())]
     census: Option<String>,
     #[arg(long, env = "CENSUS_STAGE", help = super::STAGE_HELP)]
     stage: Option<String>,

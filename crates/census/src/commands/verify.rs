@@ -59,10 +59,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Source::Coordinator(coordinator) => lines_of_coordinator(coordinator, &args.credentials).await?,
         };
         // Runs of the same count: those whose census has the same answer.
-        let wanted = args.census.unwrap_or(Census::Sudoku {
-            stage: census_math::Stage::Russell,
-            counter: census_math::CounterKind::ColumnSets,
-        });
+        let wanted =
+            args.census.unwrap_or(Census::sudoku(census_math::Stage::Russell, census_math::CounterKind::ColumnSets));
         let chosen = choose(&lines, &args.runs, &wanted)?;
         // One finished run of a census with a published answer: compare it
         // with that (a second run of the same census cannot be made).
