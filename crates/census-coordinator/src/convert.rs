@@ -17,7 +17,11 @@ pub fn status_of(error: StoreError) -> Status {
     let message = error.report();
     if matches!(
         error,
-        StoreError::Database(_) | StoreError::Unavailable(_) | StoreError::Connect { .. } | StoreError::Internal(_)
+        StoreError::Database(_)
+            | StoreError::Unavailable(_)
+            | StoreError::Storage { .. }
+            | StoreError::Connect { .. }
+            | StoreError::Internal(_)
     ) {
         metrics::counter!("census_store_errors_total", "retryable" => if error.is_retryable() { "yes" } else { "no" })
             .increment(1);
@@ -29,7 +33,11 @@ pub fn status_of(error: StoreError) -> Status {
         StoreError::TotalMismatch { .. } | StoreError::Fold(_) | StoreError::UnreadableCensus { .. } => {
             Status::data_loss(message)
         }
-        StoreError::Connect { .. } | StoreError::Unavailable(_) => Status::unavailable(message),
+        // A full disk, a read-only file: the store's fault, never the
+        // caller's; the call is retried once the operator has mended it.
+        StoreError::Connect { .. } | StoreError::Unavailable(_) | StoreError::Storage { .. } => {
+            Status::unavailable(message)
+        }
         StoreError::Database(_) | StoreError::Internal(_) | StoreError::BadLocation { .. } => Status::internal(message),
     }
 }

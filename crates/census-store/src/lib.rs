@@ -395,6 +395,15 @@ pub enum StoreError {
     BadLocation { url: String, reason: String },
     #[error("the database is unavailable")]
     Unavailable(#[source] sqlx::Error),
+    /// The database's storage refused a write (full, read-only, failing):
+    /// nothing of the call was stored, and the same call may succeed once
+    /// the operator has mended it, so callers wait and retry.
+    #[error("the database cannot be written: {fault}")]
+    Storage {
+        fault: StorageFault,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("database error")]
     Database(#[source] sqlx::Error),
     /// A stored value this code cannot read, or a task that panicked.
@@ -420,12 +429,49 @@ impl StoreError {
     /// Whether the same call may succeed later (the database was
     /// unreachable or a transaction lost a race), as opposed to a permanent refusal.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_) | StoreError::Connect { retryable: true, .. })
+        matches!(
+            self,
+            StoreError::Unavailable(_) | StoreError::Storage { .. } | StoreError::Connect { retryable: true, .. }
+        )
+    }
+
+    /// What failed in the database's storage, if that is why the call failed.
+    pub fn storage_fault(&self) -> Option<StorageFault> {
+        match self {
+            StoreError::Storage { fault, .. } => Some(*fault),
+            _ => None,
+        }
+    }
+}
+
+/// Why the database's storage refused a write: never the request's fault,
+/// nor the caller's ([`StoreError::Storage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageFault {
+    /// No space left (SQLite's SQLITE_FULL, Postgres's disk_full).
+    Full,
+    /// The file or database takes no writes (SQLITE_READONLY, Postgres's
+    /// read_only_sql_transaction).
+    ReadOnly,
+    /// The storage failed a read or write (SQLITE_IOERR, Postgres's io_error).
+    Io,
+}
+
+impl std::fmt::Display for StorageFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StorageFault::Full => "its disk is full",
+            StorageFault::ReadOnly => "it is read-only",
+            StorageFault::Io => "its storage failed (I/O error)",
+        })
     }
 }
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> StoreError {
+        if let Some(fault) = sql::storage_fault(&error) {
+            return StoreError::Storage { fault, source: error };
+        }
         let retryable = match &error {
             sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => {
                 true

@@ -205,7 +205,7 @@ impl AnswerStorage for SqlBackend {
     /// `result_costs`); only a result recorded before has its job looked up,
     /// by its id. Never a read of the run's jobs.
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = SqlTx::begin(&self.pool).await?;
         if let Some(walk) = self.dialect.walk_in_index_order() {
             sqlx::query(walk).execute(&mut *tx).await?;
         }

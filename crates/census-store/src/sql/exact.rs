@@ -220,7 +220,7 @@ impl SqlBackend {
         let runs: Vec<RunId> =
             sqlx::query_scalar("SELECT id FROM runs WHERE sums_exact = 0 ORDER BY id").fetch_all(&self.pool).await?;
         for run in runs {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = SqlTx::begin(&self.pool).await?;
             let power = self.class_power_in(&mut tx, run).await?;
             let mut class_sums: BTreeMap<i64, BigUint> = BTreeMap::new();
             let mut counted = BigUint::default();

@@ -50,8 +50,111 @@ impl SqlBackend {
     }
 }
 
-/// A transaction of the SQL backend.
-pub type SqlTx = sqlx::Transaction<'static, sqlx::Any>;
+/// A transaction of the SQL backend: a connection of the pool between our
+/// own `BEGIN` and `COMMIT`, rolled back when dropped. A connection whose
+/// transaction did not end cleanly (a `BEGIN`, `COMMIT` or `ROLLBACK` that
+/// failed) is closed, never handed to the next caller.
+///
+/// Why not `sqlx::Transaction`: sqlx counts a connection's transaction
+/// depth itself and lowers it only when `COMMIT` or `ROLLBACK` succeeds.
+/// On a full disk SQLite's `COMMIT` fails *and* rolls the transaction back,
+/// the `ROLLBACK` sqlx sends next fails (no transaction is active), and the
+/// depth stays 1, so sqlx began every later transaction with a `SAVEPOINT`
+/// and committed it with a `RELEASE`. The first `RELEASE` that failed on the
+/// full disk left its transaction open (SQLite keeps it, unlike `COMMIT`),
+/// sqlx's `ROLLBACK TO` kept it open, and from then on every "commit" was a
+/// savepoint released inside that one transaction, never written: leases
+/// handed out, results, quarantines and a run's final answer, all seen by
+/// this process on its one connection and lost when it closed or when the
+/// next failure rolled the transaction back (issue 44's full-disk probe:
+/// tokens refused as forged, an identity quarantined, N0 printed over a file
+/// that did not hold it).
+pub struct SqlTx {
+    /// Until the transaction ends.
+    connection: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
+}
+
+/// Runs a statement that ends or begins a transaction on `connection`.
+async fn execute(connection: &mut sqlx::AnyConnection, statement: &'static str) -> Result<(), sqlx::Error> {
+    sqlx::query(statement).execute(connection).await.map(drop)
+}
+
+impl SqlTx {
+    async fn begin(pool: &AnyPool) -> Result<SqlTx, StoreError> {
+        let mut connection = pool.acquire().await?;
+        if let Err(error) = execute(&mut connection, "BEGIN").await {
+            // A connection still inside a transaction (left open by a failure) is never reused.
+            connection.close_on_drop();
+            return Err(error.into());
+        }
+        Ok(SqlTx { connection: Some(connection) })
+    }
+
+    async fn commit(mut self) -> Result<(), StoreError> {
+        let mut connection = self.connection.take().expect("a transaction holds its connection until it ends");
+        if let Err(error) = execute(&mut connection, "COMMIT").await {
+            // Rolled back, or still open: closing the connection ends it either way.
+            connection.close_on_drop();
+            return Err(error.into());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SqlTx {
+    /// Rolls back a transaction that was not committed (an error on the
+    /// way) before its connection serves anyone else; the connection is
+    /// closed instead if that fails or cannot be done.
+    fn drop(&mut self) {
+        let Some(mut connection) = self.connection.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if execute(&mut connection, "ROLLBACK").await.is_err() {
+                        connection.close_on_drop();
+                    }
+                });
+            }
+            Err(_) => connection.close_on_drop(),
+        }
+    }
+}
+
+impl std::ops::Deref for SqlTx {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &sqlx::AnyConnection {
+        self.connection.as_ref().expect("a transaction holds its connection until it ends")
+    }
+}
+
+impl std::ops::DerefMut for SqlTx {
+    fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
+        self.connection.as_mut().expect("a transaction holds its connection until it ends")
+    }
+}
+
+/// The storage fault behind a database error, if that is what it is:
+/// SQLite's primary result codes (the low byte of an extended code) and
+/// Postgres's SQLSTATEs for a full disk, a read-only database and I/O.
+pub(crate) fn storage_fault(error: &sqlx::Error) -> Option<crate::StorageFault> {
+    use crate::StorageFault::{Full, Io, ReadOnly};
+    let sqlx::Error::Database(db) = error else { return None };
+    let code = db.code()?;
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        return match code.parse::<i32>().ok()? & 0xff {
+            13 => Some(Full),    // SQLITE_FULL
+            8 => Some(ReadOnly), // SQLITE_READONLY
+            10 => Some(Io),      // SQLITE_IOERR
+            _ => None,
+        };
+    }
+    match code.as_ref() {
+        "53100" => Some(Full),     // disk_full
+        "25006" => Some(ReadOnly), // read_only_sql_transaction
+        "58030" => Some(Io),       // io_error
+        _ => None,
+    }
+}
 
 /// The lease columns of a job row, read by name: what [`LeaseFields`] is made of.
 #[derive(sqlx::FromRow)]
@@ -137,11 +240,11 @@ impl Transactions for SqlBackend {
     type Tx = SqlTx;
 
     async fn begin(&self) -> Result<SqlTx, StoreError> {
-        Ok(self.pool.begin().await?)
+        SqlTx::begin(&self.pool).await
     }
 
     async fn commit(&self, tx: SqlTx) -> Result<(), StoreError> {
-        Ok(tx.commit().await?)
+        tx.commit().await
     }
 
     /// Postgres takes an advisory lock keyed by the name (a hash collision

@@ -64,6 +64,9 @@ pub struct Store<B> {
     fronts: fronts::QueueFronts,
     /// Reports waiting to be written together (`groups`).
     report_groups: groups::ReportGroups,
+    /// Whether the last write failed for a fault of the database's storage
+    /// (full, read-only): said once when it begins and once when it ends.
+    storage_faulted: std::sync::atomic::AtomicBool,
 }
 
 fn now_ms() -> i64 {
@@ -91,9 +94,37 @@ impl<B: StorageBackend> Store<B> {
             verified_finals: Mutex::new(HashMap::new()),
             fronts: fronts::QueueFronts::default(),
             report_groups: groups::ReportGroups::default(),
+            storage_faulted: Default::default(),
         };
         store.reopen_quarantined_results().await?;
         Ok(store)
+    }
+
+    /// `written`, the outcome of a call that writes, said in the log when
+    /// it is the first to fail for a fault of the database's storage (a full
+    /// disk, a read-only file), and when a write succeeds again after one:
+    /// the operator learns once why the run waits, and that it goes on.
+    fn watched<T>(&self, written: Result<T, StoreError>) -> Result<T, StoreError> {
+        use std::sync::atomic::Ordering;
+        match &written {
+            Err(error) => {
+                if let Some(fault) = error.storage_fault()
+                    && !self.storage_faulted.swap(true, Ordering::Relaxed)
+                {
+                    tracing::error!(
+                        error = %error.report(),
+                        "the database cannot be written: {fault}; nothing of a refused call is stored, workers \
+                         wait and retry (UNAVAILABLE), and the run goes on once it takes writes again"
+                    );
+                }
+            }
+            Ok(_) => {
+                if self.storage_faulted.swap(false, Ordering::Relaxed) {
+                    tracing::warn!("the database takes writes again: the run goes on");
+                }
+            }
+        }
+        written
     }
 
     /// The run's counters and answer, or [`StoreError::UnknownRun`].
@@ -125,7 +156,7 @@ impl<B: StorageBackend> JobStore for Store<B> {
     }
 
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError> {
-        self.lease_jobs(run, worker, max, ttl).await
+        self.watched(self.lease_jobs(run, worker, max, ttl).await)
     }
 
     async fn has_work_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError> {
@@ -133,18 +164,18 @@ impl<B: StorageBackend> JobStore for Store<B> {
     }
 
     async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError> {
-        self.extend_leases(worker, tokens, ttl).await
+        self.watched(self.extend_leases(worker, tokens, ttl).await)
     }
 
     async fn complete_many(
         &self,
         completions: &[Completion],
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
-        self.complete_in_group(completions).await
+        self.watched(self.complete_in_group(completions).await)
     }
 
     async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
-        self.fence(completions).await
+        self.watched(self.fence(completions).await)
     }
 
     async fn recount(&self, job: JobId) -> Result<(), StoreError> {
@@ -156,7 +187,7 @@ impl<B: StorageBackend> JobStore for Store<B> {
     }
 
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
-        self.fail_job(job, token, worker, reason).await
+        self.watched(self.fail_job(job, token, worker, reason).await)
     }
 
     async fn requeue(&self, run: RunId, job: Option<JobId>) -> Result<u64, StoreError> {
