@@ -230,6 +230,18 @@ pub enum CompleteOutcome {
     Conflict { stored: u128 },
 }
 
+/// A job in conflict that has waited long enough for the coordinator's own
+/// count ([`JobStore::conflicts_waiting`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictWaiting {
+    pub job_id: JobId,
+    pub run_id: RunId,
+    pub census: Census,
+    pub key: String,
+}
+
+pub use store::ARBITER;
+
 /// Whether an identity holds the lease a result names, checked before any
 /// costly work on the result ([`JobStore::check_leases`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -636,6 +648,18 @@ pub trait JobStore: Send + Sync {
     /// the job goes back to the queue. Every earlier result stays in the
     /// results table. Only a job flagged with a conflict can be recounted.
     async fn recount(&self, job: JobId) -> Result<(), StoreError>;
+    /// Jobs with an open conflict (distinct identities disagree, no quorum
+    /// has decided) that no identity is counting now and that have not
+    /// changed for `wait`, at most `limit`, by id: what the coordinator
+    /// counts itself ([`JobStore::decide_conflict`]).
+    async fn conflicts_waiting(&self, wait: Duration, limit: u32) -> Result<Vec<ConflictWaiting>, StoreError>;
+    /// Decides a job in conflict by the coordinator's own `count`: the job
+    /// is done with it (recorded as [`ARBITER`]'s accepted result), the
+    /// conflict closes, and every vote of another count is rejected
+    /// against its identity. False, and nothing changes, if the job is no
+    /// longer in conflict (a quorum or another coordinator decided it) or
+    /// an identity holds a live lease of it.
+    async fn decide_conflict(&self, job: JobId, count: u128) -> Result<bool, StoreError>;
     /// Records a failure. After `max_attempts` failures from at least
     /// `fail_quorum` distinct identities the job is failed; an identity
     /// that reported `quarantine_after_failures` failures is quarantined.

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::decision::{BatchPlan, JobView, Offence, plan_batch, quarantine_reason};
+use super::decision::{BatchPlan, JobView, Offence, plan_batch, plan_decision, quarantine_reason};
 use super::groups::{Answer, Waiting};
 use super::totals::VerifiedFinal;
 use super::{Store, now_ms};
@@ -113,12 +113,42 @@ impl<B: StorageBackend> Store<B> {
                 self.fronts.put_back(run, *job, put_back_at);
             }
         }
-        self.finished.lock().expect("never poisoned").extend(finished.iter().map(|(run, _)| *run));
-        // The answers just folded and written serve the first reads, which
-        // would otherwise fold every result of the run again.
-        let mut verified = self.verified_finals.lock().expect("never poisoned");
-        verified.extend(finished);
+        self.committed_finishes(finished);
         Ok(plan.outcomes)
+    }
+
+    /// Decides job `id`, in conflict, by the coordinator's own `count`, in
+    /// one transaction (`plan_decision`); false if it was not in conflict
+    /// or an identity is counting it now.
+    pub(super) async fn decide_by_count(&self, id: JobId, count: u128) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let mut tx = self.backend.begin().await?;
+        let jobs = self.load_jobs(&mut tx, &[id]).await?;
+        let plan = plan_decision(jobs, id, count, now);
+        match plan.outcomes.first() {
+            Some(Ok(_)) => {}
+            Some(Err(StoreError::StaleToken { .. })) => return Ok(false),
+            Some(Err(error)) => return Err(StoreError::Invalid(format!("job {id}: {error}"))),
+            None => return Ok(false),
+        }
+        let finished = self.apply_plan(&mut tx, &plan, now).await?;
+        self.backend.commit(tx).await?;
+        tracing::warn!(
+            job = id,
+            count,
+            rejected = plan.rejections.len(),
+            "the coordinator's own count decided the conflict"
+        );
+        self.committed_finishes(finished);
+        Ok(true)
+    }
+
+    /// Runs that committed transactions finished: announced, and their
+    /// answers (just folded and written) serve the first reads, which would
+    /// otherwise fold every result of the run again.
+    fn committed_finishes(&self, finished: Vec<(RunId, VerifiedFinal)>) {
+        self.finished.lock().expect("never poisoned").extend(finished.iter().map(|(run, _)| *run));
+        self.verified_finals.lock().expect("never poisoned").extend(finished);
     }
 
     /// Takes the lock of each identity, in name order, before any row:
@@ -160,6 +190,7 @@ impl<B: StorageBackend> Store<B> {
                 round: row.round,
                 cost: row.cost,
                 votes: Vec::new(),
+                conflict: row.conflict,
             };
             jobs.insert(row.id, (job, row.votes));
         }
@@ -187,9 +218,16 @@ impl<B: StorageBackend> Store<B> {
         for (job, votes) in &plan.conflicts {
             tracing::error!(job, ?votes, "no quorum: the job fails with a conflict");
         }
+        for (job, votes) in &plan.disputed {
+            tracing::warn!(
+                job,
+                ?votes,
+                "the identities disagree: a conflict, until another identity makes a quorum or the coordinator counts the job itself"
+            );
+        }
         self.backend.insert_results(tx, &plan.results, now).await?;
         self.backend.mark_decided(tx, &plan.jobs, now).await?;
-        let conflicts: Vec<JobId> = plan.conflicts.keys().copied().collect();
+        let conflicts: Vec<JobId> = plan.conflicts.keys().chain(plan.disputed.keys()).copied().collect();
         self.backend.flag_conflicts(tx, &conflicts).await?;
         self.backend.add_to_worker_stats(tx, &plan.workers, now).await?;
         // The rows other reports wait for come last: a run's classes and

@@ -31,11 +31,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use census_math::census::Census;
 
+pub use decision::ARBITER;
+
 use crate::backend::{RunState, StorageBackend};
 use crate::{
-    AcceptedCount, ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, JobStream,
-    Lease, LeaseCheck, Progress, QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError,
-    TokenRecord,
+    AcceptedCount, ClassTotal, CompleteOutcome, Completion, ConflictWaiting, HeartbeatOutcome, JobId, JobSpec,
+    JobStore, JobStream, Lease, LeaseCheck, Progress, QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal,
+    StoreConfig, StoreError, TokenRecord,
 };
 
 /// Immutable facts about a run, cached so a lease needs no join.
@@ -184,6 +186,21 @@ impl<B: StorageBackend> JobStore for Store<B> {
         self.backend.commit(tx).await?;
         self.fronts.forget_all();
         Ok(())
+    }
+
+    async fn conflicts_waiting(&self, wait: Duration, limit: u32) -> Result<Vec<ConflictWaiting>, StoreError> {
+        let now = now_ms();
+        let unchanged_since = now - wait.as_millis().min(i64::MAX as u128) as i64;
+        let mut waiting = Vec::new();
+        for conflict in self.backend.conflicts_waiting(unchanged_since, now, limit).await? {
+            let census = read_census(conflict.run, &conflict.census)?;
+            waiting.push(ConflictWaiting { job_id: conflict.job, run_id: conflict.run, census, key: conflict.key });
+        }
+        Ok(waiting)
+    }
+
+    async fn decide_conflict(&self, job: JobId, count: u128) -> Result<bool, StoreError> {
+        self.watched(self.decide_by_count(job, count).await)
     }
 
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
