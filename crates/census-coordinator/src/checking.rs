@@ -247,6 +247,24 @@ impl Coordinator {
         }
     }
 
+    /// Counts the job `key` of `census` with its checking counter, under
+    /// one of the coordinator's checking permits, on a blocking thread: the
+    /// coordinator's own count of a job in conflict (`conflicts.rs`).
+    pub(crate) async fn count_itself(self: &Arc<Self>, census: Census, key: String) -> Result<u128, String> {
+        let permit = self.checking.all.clone().acquire_owned().await.map_err(|e| e.to_string())?;
+        let coordinator = self.clone();
+        let counted = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let checker = coordinator.checking.checker(census);
+            coordinator.checking.recounted.fetch_add(1, Ordering::Relaxed);
+            checker.counter.count_cancellable(&key, &coordinator.checking.cancel)
+        });
+        match counted.await {
+            Ok(count) => count.map_err(|e| e.to_string()),
+            Err(error) => Err(format!("counting panicked: {error}")),
+        }
+    }
+
     /// Counts again, within the permits, the results of `queue` that no
     /// other runner of the report has taken, and gives them back with their
     /// checked counts: a slice at a time ([`SLICE`]), each slice under one

@@ -16,6 +16,7 @@ pub mod admission;
 pub mod auth;
 mod census_api;
 mod checking;
+mod conflicts;
 mod convert;
 pub mod limits;
 mod metrics_page;
@@ -87,6 +88,13 @@ pub struct CoordinatorConfig {
     /// default pool; `census coordinator` makes it from the pool it opens
     /// (`--database-connections`), or takes `--max-calls-in-flight`.
     pub admission: AdmissionLimits,
+    /// How long a job in conflict (distinct identities disagree and no
+    /// quorum has decided) waits, unchanged and with nobody counting it,
+    /// for another identity to make a quorum; then the coordinator counts
+    /// it itself and its count decides ([`conflicts`]). The way a
+    /// volunteer-computing server sends a disputed job to more hosts, a
+    /// bounded number, and then decides.
+    pub conflict_wait: Duration,
     /// `/metrics` answers without a credential too (for a Prometheus
     /// scraper), leaving out the series that name worker identities.
     /// Off: it needs a reader or operator token, like every read.
@@ -105,6 +113,7 @@ impl Default for CoordinatorConfig {
             checking: CheckingLimits::default(),
             concurrent_reads: 4,
             admission: AdmissionLimits::for_pool(16),
+            conflict_wait: Duration::from_secs(300),
             public_metrics: false,
             tls: None,
         }

@@ -25,6 +25,7 @@ impl Coordinator {
         let (reporter, health) = tonic_health::server::health_reporter();
         let watcher = tokio::spawn(watch_database(self.store.clone(), reporter));
         let gauges = tokio::spawn(publish_job_gauges(self.store.clone()));
+        let conflicts = tokio::spawn(self.clone().decide_conflicts());
         let reflection = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(census_proto::FILE_DESCRIPTOR_SET)
             .build_v1()?;
@@ -60,6 +61,7 @@ impl Coordinator {
             .await;
         watcher.abort();
         gauges.abort();
+        conflicts.abort();
         served?;
         Ok(())
     }
