@@ -58,10 +58,8 @@ impl Coordinator {
             }
         };
         match self.store.decide_conflict(job_id, count).await {
-            Ok(true) => {
-                tracing::warn!(job = job_id, run = run_id, count, "the coordinator's own count decided the conflict");
-                self.announce_finished_runs().await;
-            }
+            // The store says it, with the votes it rejected.
+            Ok(true) => self.announce_finished_runs().await,
             Ok(false) => tracing::info!(job = job_id, "the conflict was settled meanwhile"),
             Err(error) => {
                 tracing::error!(job = job_id, error = %error.report(), "the conflict could not be decided now")

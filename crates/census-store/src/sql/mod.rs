@@ -319,3 +319,31 @@ fn change_classes_sql(rows: usize, direction: exact::Direction) -> String {
          FROM change WHERE runs.id = change.run_id"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Connection;
+
+    use crate::{StorageFault, StoreError};
+
+    /// A write to a database opened read-only is the storage's fault, said
+    /// as such and worth a retry (once the operator makes it writable),
+    /// never a refusal of the request. (A full disk: `tests/storage_faults.rs`.)
+    #[tokio::test]
+    async fn a_read_only_database_is_a_storage_fault() {
+        sqlx::any::install_default_drivers();
+        let path = std::env::temp_dir().join(format!("census-read-only-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let url = |mode: &str| format!("sqlite://{}?mode={mode}", path.display());
+        let mut writable = sqlx::AnyConnection::connect(&url("rwc")).await.unwrap();
+        sqlx::query("CREATE TABLE t (x INTEGER)").execute(&mut writable).await.unwrap();
+        writable.close().await.unwrap();
+        let mut read_only = sqlx::AnyConnection::connect(&url("ro")).await.unwrap();
+        let refused = sqlx::query("INSERT INTO t VALUES (1)").execute(&mut read_only).await.unwrap_err();
+        let error = StoreError::from(refused);
+        assert_eq!(error.storage_fault(), Some(StorageFault::ReadOnly), "{}", error.report());
+        assert!(error.is_retryable());
+        assert!(error.to_string().contains("the database cannot be written: it is read-only"), "{error}");
+        let _ = std::fs::remove_file(&path);
+    }
+}

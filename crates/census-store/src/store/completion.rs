@@ -10,10 +10,17 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::decision::{BatchPlan, JobView, Offence, plan_batch, plan_decision, quarantine_reason};
 use super::groups::{Answer, Waiting};
+use super::remedies::Quarantined;
 use super::totals::VerifiedFinal;
 use super::{Store, now_ms};
 use crate::backend::{JobState, Rejection, ResultOutcome, StorageBackend};
 use crate::{CompleteOutcome, Completion, JobId, RunId, StoreError};
+
+/// What a plan's transaction did that is said, or kept, once it commits.
+struct Applied {
+    finished: Vec<(RunId, VerifiedFinal)>,
+    quarantined: Vec<Quarantined>,
+}
 
 impl<B: StorageBackend> Store<B> {
     /// Writes `completions` in one transaction, together with the reports
@@ -101,7 +108,7 @@ impl<B: StorageBackend> Store<B> {
         let jobs = self.load_jobs(&mut tx, &ids).await?;
         let runs: HashMap<JobId, RunId> = jobs.iter().map(|(&id, job)| (id, job.run)).collect();
         let plan = plan_batch(jobs, completions, now);
-        let finished = self.apply_plan(&mut tx, &plan, now).await?;
+        let applied = self.apply_plan(&mut tx, &plan, now).await?;
         self.backend.commit(tx).await?;
         // Jobs back in the queue (a vote that needs another identity, a
         // report rejected): the next lease's scan starts no later than them.
@@ -113,7 +120,7 @@ impl<B: StorageBackend> Store<B> {
                 self.fronts.put_back(run, *job, put_back_at);
             }
         }
-        self.committed_finishes(finished);
+        self.committed(&plan, applied);
         Ok(plan.outcomes)
     }
 
@@ -131,7 +138,7 @@ impl<B: StorageBackend> Store<B> {
             Some(Err(error)) => return Err(StoreError::Invalid(format!("job {id}: {error}"))),
             None => return Ok(false),
         }
-        let finished = self.apply_plan(&mut tx, &plan, now).await?;
+        let applied = self.apply_plan(&mut tx, &plan, now).await?;
         self.backend.commit(tx).await?;
         tracing::warn!(
             job = id,
@@ -139,14 +146,31 @@ impl<B: StorageBackend> Store<B> {
             rejected = plan.rejections.len(),
             "the coordinator's own count decided the conflict"
         );
-        self.committed_finishes(finished);
+        self.committed(&plan, applied);
         Ok(true)
     }
 
-    /// Runs that committed transactions finished: announced, and their
-    /// answers (just folded and written) serve the first reads, which would
-    /// otherwise fold every result of the run again.
-    fn committed_finishes(&self, finished: Vec<(RunId, VerifiedFinal)>) {
+    /// What a committed transaction did: its rejections, conflicts and the
+    /// identities it quarantined are said (never before the commit: a
+    /// transaction that failed did none of it), the runs it finished are
+    /// announced, and their answers (just folded and written) serve the
+    /// first reads, which would otherwise fold every result of the run again.
+    fn committed(&self, plan: &BatchPlan, applied: Applied) {
+        for r in &plan.rejections {
+            tracing::warn!(job = r.job, worker = %r.worker, count = r.count, reason = %r.reason, "result rejected");
+        }
+        for (job, votes) in &plan.conflicts {
+            tracing::error!(job, ?votes, "no quorum: the job fails with a conflict");
+        }
+        for (job, votes) in &plan.disputed {
+            tracing::warn!(
+                job,
+                ?votes,
+                "the identities disagree: a conflict, until another identity makes a quorum or the coordinator counts the job itself"
+            );
+        }
+        applied.quarantined.iter().for_each(Quarantined::say);
+        let finished = applied.finished;
         self.finished.lock().expect("never poisoned").extend(finished.iter().map(|(run, _)| *run));
         self.verified_finals.lock().expect("never poisoned").extend(finished);
     }
@@ -205,26 +229,9 @@ impl<B: StorageBackend> Store<B> {
     }
 
     /// Writes what [`plan_batch`] decided, in the caller's transaction;
-    /// returns the runs it finished, with their answers.
-    async fn apply_plan(
-        &self,
-        tx: &mut B::Tx,
-        plan: &BatchPlan,
-        now: i64,
-    ) -> Result<Vec<(RunId, VerifiedFinal)>, StoreError> {
-        for r in &plan.rejections {
-            tracing::warn!(job = r.job, worker = %r.worker, count = r.count, reason = %r.reason, "result rejected");
-        }
-        for (job, votes) in &plan.conflicts {
-            tracing::error!(job, ?votes, "no quorum: the job fails with a conflict");
-        }
-        for (job, votes) in &plan.disputed {
-            tracing::warn!(
-                job,
-                ?votes,
-                "the identities disagree: a conflict, until another identity makes a quorum or the coordinator counts the job itself"
-            );
-        }
+    /// returns the runs it finished, with their answers, and the
+    /// identities it quarantined ([`Store::committed`] says and keeps them).
+    async fn apply_plan(&self, tx: &mut B::Tx, plan: &BatchPlan, now: i64) -> Result<Applied, StoreError> {
         self.backend.insert_results(tx, &plan.results, now).await?;
         self.backend.mark_decided(tx, &plan.jobs, now).await?;
         let conflicts: Vec<JobId> = plan.conflicts.keys().chain(plan.disputed.keys()).copied().collect();
@@ -236,7 +243,7 @@ impl<B: StorageBackend> Store<B> {
         // commit, the more reports a second the run takes (BENCHMARKS.md,
         // "Dead entries in front of the queue, and the run's row locked last").
         self.backend.add_to_classes(tx, &plan.classes).await?;
-        self.record_rejections(tx, &plan.rejections, now).await?;
+        let quarantined = self.record_rejections(tx, &plan.rejections, now).await?;
         // Each run's counters, then its finish if this was its last job.
         let mut finished = Vec::new();
         for (&run, change) in &plan.runs {
@@ -247,25 +254,27 @@ impl<B: StorageBackend> Store<B> {
                 finished.push((run, answer));
             }
         }
-        Ok(finished)
+        Ok(Applied { finished, quarantined })
     }
 
     /// Appends rejections and quarantines every identity that reached the
     /// limit: its leases are released at once and its results counted again.
+    /// Returns the identities quarantined, to be said once committed.
     pub(super) async fn record_rejections(
         &self,
         tx: &mut B::Tx,
         rejections: &[Rejection],
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<Quarantined>, StoreError> {
         self.backend.insert_rejections(tx, rejections, now).await?;
         let workers: BTreeSet<&str> = rejections.iter().map(|r| r.worker.as_str()).collect();
+        let mut quarantined = Vec::new();
         for worker in workers {
             let rejected = self.backend.rejections_of(tx, worker).await?;
             if let Some(reason) = quarantine_reason(Offence::Rejected, rejected, &self.config) {
-                self.quarantine_in(tx, worker, &reason, now).await?;
+                quarantined.extend(self.quarantine_in(tx, worker, &reason, now).await?);
             }
         }
-        Ok(())
+        Ok(quarantined)
     }
 }

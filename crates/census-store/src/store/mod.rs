@@ -66,10 +66,22 @@ pub struct Store<B> {
     fronts: fronts::QueueFronts,
     /// Reports waiting to be written together (`groups`).
     report_groups: groups::ReportGroups,
-    /// Whether the last write failed for a fault of the database's storage
-    /// (full, read-only): said once when it begins and once when it ends.
-    storage_faulted: std::sync::atomic::AtomicBool,
+    /// Writes failing for a fault of the database's storage (full,
+    /// read-only): said once when it begins and once when it ends.
+    storage_fault: Mutex<Option<FaultEpisode>>,
 }
+
+/// Writes failing for a fault of the database's storage, since `began`;
+/// the last refused at `last`.
+struct FaultEpisode {
+    began: std::time::Instant,
+    last: std::time::Instant,
+    refused: u64,
+}
+
+/// How long writes must go without a fault before an episode is over: on a
+/// nearly full disk some small writes still fit, between failures.
+const FAULT_OVER_AFTER: Duration = Duration::from_secs(2);
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_millis() as i64
@@ -96,7 +108,7 @@ impl<B: StorageBackend> Store<B> {
             verified_finals: Mutex::new(HashMap::new()),
             fronts: fronts::QueueFronts::default(),
             report_groups: groups::ReportGroups::default(),
-            storage_faulted: Default::default(),
+            storage_fault: Mutex::new(None),
         };
         store.reopen_quarantined_results().await?;
         Ok(store)
@@ -104,15 +116,16 @@ impl<B: StorageBackend> Store<B> {
 
     /// `written`, the outcome of a call that writes, said in the log when
     /// it is the first to fail for a fault of the database's storage (a full
-    /// disk, a read-only file), and when a write succeeds again after one:
-    /// the operator learns once why the run waits, and that it goes on.
+    /// disk, a read-only file), and when writes succeed again after one
+    /// (for [`FAULT_OVER_AFTER`]): the operator learns once why the run
+    /// waits, and that it goes on.
     fn watched<T>(&self, written: Result<T, StoreError>) -> Result<T, StoreError> {
-        use std::sync::atomic::Ordering;
-        match &written {
-            Err(error) => {
-                if let Some(fault) = error.storage_fault()
-                    && !self.storage_faulted.swap(true, Ordering::Relaxed)
-                {
+        let now = std::time::Instant::now();
+        let mut episode = self.storage_fault.lock().expect("never poisoned");
+        match (&written, episode.as_mut()) {
+            (Err(error), None) => {
+                if let Some(fault) = error.storage_fault() {
+                    *episode = Some(FaultEpisode { began: now, last: now, refused: 1 });
                     tracing::error!(
                         error = %error.report(),
                         "the database cannot be written: {fault}; nothing of a refused call is stored, workers \
@@ -120,12 +133,17 @@ impl<B: StorageBackend> Store<B> {
                     );
                 }
             }
-            Ok(_) => {
-                if self.storage_faulted.swap(false, Ordering::Relaxed) {
-                    tracing::warn!("the database takes writes again: the run goes on");
-                }
+            (Err(error), Some(faulted)) if error.storage_fault().is_some() => {
+                (faulted.last, faulted.refused) = (now, faulted.refused + 1);
             }
+            (Ok(_), Some(faulted)) if now - faulted.last >= FAULT_OVER_AFTER => {
+                let (refused, seconds) = (faulted.refused, (faulted.last - faulted.began).as_secs());
+                tracing::warn!(refused, seconds, "the database takes writes again: the run goes on");
+                *episode = None;
+            }
+            _ => {}
         }
+        drop(episode);
         written
     }
 
