@@ -302,7 +302,8 @@ pub struct Progress {
     pub jobs_per_second: f64,
     /// The cost of the jobs of those results, a second.
     pub cost_per_second: f64,
-    /// The cost not yet done over the cost done a second.
+    /// The cost not yet done over the cost done a second; `None` when
+    /// unknown, or when all that is left is conflicts nobody counts.
     pub eta: Option<Duration>,
     /// The identities with the most results for the run, most jobs first,
     /// at most [`WORKERS_LISTED`]: a poll of a run of 10,000 workers is not

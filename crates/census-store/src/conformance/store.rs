@@ -216,6 +216,7 @@ pub(super) async fn two_disagreeing_identities_are_a_conflict_the_coordinators_c
     }
     let progress = store.progress(run).await.unwrap();
     assert_eq!((progress.done, progress.conflicts, progress.rejected), (0, 26, 0), "{progress:?}");
+    assert_eq!(progress.eta, None, "no rate of results ends conflicts that nobody counts: {progress:?}");
     assert!(store.conflicts_waiting(Duration::from_secs(3600), 100).await.unwrap().is_empty(), "not waited yet");
     let waiting = store.conflicts_waiting(Duration::ZERO, 100).await.unwrap();
     assert_eq!(waiting.len(), 26);
