@@ -189,7 +189,7 @@ impl Coordinator {
         completions: Vec<Completion>,
     ) -> Result<Vec<Completion>, Status> {
         let only_independent = self.config.trust_local_workers && caller.local;
-        if self.config.validate_fraction.is_some_and(|fraction| fraction <= 0.0) || completions.is_empty() {
+        if self.config.recounts_nothing() || completions.is_empty() {
             return Ok(completions);
         }
         let ids: Vec<i64> = completions.iter().map(|c| c.job_id).collect();

@@ -507,6 +507,9 @@ async fn two_identities_that_disagree_are_settled_by_the_coordinator(
     // bounded, not a promise that anything is still open when we look).
     let progress = h.progress(run).await;
     assert_eq!(progress.conflicts + progress.done, jobs_total, "{progress:?}");
+    // No result is recounted and two identities make the quorum: status says
+    // that two colluding identities could change the answer.
+    assert_eq!(progress.warnings, [CoordinatorConfig::COLLUSION_WARNING], "{progress:?}");
     // The coordinator decides each job by its own count: wait for the end.
     let deadline = std::time::Instant::now() + HANG;
     let result = loop {

@@ -138,6 +138,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
         println!("{}", progress_line(&progress));
+        for warning in &progress.warnings {
+            println!("  WARNING: {warning}");
+        }
         for name in &progress.quarantined {
             println!("  QUARANTINED: {name} (results rejected; `census token release {name}` lifts it)");
         }
