@@ -186,6 +186,7 @@ impl Coordinator {
             cost_done: progress.cost_done,
             cost_per_second: progress.cost_per_second,
             workers_total: progress.workers_total,
+            warnings: self.config.collusion_warning(summary.spec.redundancy).into_iter().map(String::from).collect(),
         })
     }
 }

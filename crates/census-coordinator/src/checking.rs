@@ -189,7 +189,7 @@ impl Coordinator {
         completions: Vec<Completion>,
     ) -> Result<Vec<Completion>, Status> {
         let only_independent = self.config.trust_local_workers && caller.local;
-        if self.config.validate_fraction.is_some_and(|fraction| fraction <= 0.0) || completions.is_empty() {
+        if self.config.recounts_nothing() || completions.is_empty() {
             return Ok(completions);
         }
         let ids: Vec<i64> = completions.iter().map(|c| c.job_id).collect();
@@ -244,6 +244,24 @@ impl Coordinator {
             _ = stopping.wait_for(|stop| *stop) => {
                 Err(Status::unavailable("the coordinator is shutting down; report the results again to another"))
             }
+        }
+    }
+
+    /// Counts the job `key` of `census` with its checking counter, under
+    /// one of the coordinator's checking permits, on a blocking thread: the
+    /// coordinator's own count of a job in conflict (`conflicts.rs`).
+    pub(crate) async fn count_itself(self: &Arc<Self>, census: Census, key: String) -> Result<u128, String> {
+        let permit = self.checking.all.clone().acquire_owned().await.map_err(|e| e.to_string())?;
+        let coordinator = self.clone();
+        let counted = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let checker = coordinator.checking.checker(census);
+            coordinator.checking.recounted.fetch_add(1, Ordering::Relaxed);
+            checker.counter.count_cancellable(&key, &coordinator.checking.cancel)
+        });
+        match counted.await {
+            Ok(count) => count.map_err(|e| e.to_string()),
+            Err(error) => Err(format!("counting panicked: {error}")),
         }
     }
 

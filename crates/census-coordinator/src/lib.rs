@@ -16,6 +16,7 @@ pub mod admission;
 pub mod auth;
 mod census_api;
 mod checking;
+mod conflicts;
 mod convert;
 pub mod limits;
 mod metrics_page;
@@ -87,11 +88,38 @@ pub struct CoordinatorConfig {
     /// default pool; `census coordinator` makes it from the pool it opens
     /// (`--database-connections`), or takes `--max-calls-in-flight`.
     pub admission: AdmissionLimits,
+    /// How long a job in conflict (distinct identities disagree and no
+    /// quorum has decided) waits, unchanged and with nobody counting it,
+    /// for another identity to make a quorum; then the coordinator counts
+    /// it itself and its count decides ([`conflicts`]). The way a
+    /// volunteer-computing server sends a disputed job to more hosts, a
+    /// bounded number, and then decides.
+    pub conflict_wait: Duration,
     /// `/metrics` answers without a credential too (for a Prometheus
     /// scraper), leaving out the series that name worker identities.
     /// Off: it needs a reader or operator token, like every read.
     pub public_metrics: bool,
     pub tls: Option<TlsFiles>,
+}
+
+impl CoordinatorConfig {
+    /// Said at start-up and, for a run whose quorum is below 3 identities,
+    /// in its progress ([`CoordinatorConfig::collusion_warning`]).
+    pub const COLLUSION_WARNING: &str = "--validate-fraction 0: the coordinator recounts no result, so a run's \
+        answer rests on its quorum alone: at redundancy 1 one identity, at redundancy 2 two colluding identities \
+        can change it unseen";
+
+    /// Whether the coordinator counts no result again
+    /// (`--validate-fraction 0`), whatever each census's own check.
+    pub fn recounts_nothing(&self) -> bool {
+        self.validate_fraction.is_some_and(|fraction| fraction <= 0.0)
+    }
+
+    /// The warning for a run that needs `redundancy` identities to agree,
+    /// when no result is recounted and fewer than 3 can change its answer.
+    pub fn collusion_warning(&self, redundancy: u32) -> Option<&'static str> {
+        (self.recounts_nothing() && redundancy < 3).then_some(Self::COLLUSION_WARNING)
+    }
 }
 
 impl Default for CoordinatorConfig {
@@ -105,6 +133,7 @@ impl Default for CoordinatorConfig {
             checking: CheckingLimits::default(),
             concurrent_reads: 4,
             admission: AdmissionLimits::for_pool(16),
+            conflict_wait: Duration::from_secs(300),
             public_metrics: false,
             tls: None,
         }
@@ -139,6 +168,9 @@ const FINISHED_RUNS_KEPT: usize = 64;
 
 impl Coordinator {
     pub fn new(store: Arc<dyn JobStore>, config: CoordinatorConfig) -> Arc<Coordinator> {
+        if config.recounts_nothing() {
+            tracing::warn!("{}", CoordinatorConfig::COLLUSION_WARNING);
+        }
         let checking = checking::Checking::new(config.checking, config.validation_seed);
         let reads = Arc::new(tokio::sync::Semaphore::new(config.concurrent_reads.max(1)));
         let admission = admission::Admission::new(config.admission, config.lease_ttl);
@@ -211,6 +243,9 @@ impl Coordinator {
         tokio::task::spawn_blocking(move || coordinator.checking.prepare(census));
         let spec = RunSpec { census, counter_version: census.counter_version(), redundancy };
         let run = self.store.create_run_streaming(&spec, jobs).await?;
+        if let Some(warning) = self.config.collusion_warning(redundancy) {
+            tracing::warn!(run, redundancy, "{warning}");
+        }
         self.store.run(run).await
     }
 
@@ -262,5 +297,30 @@ impl Api {
     /// (empty for the calls admission does not bound).
     fn admitted<T>(request: &tonic::Request<T>) -> admission::Admitted {
         request.extensions().get::<admission::Admitted>().cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CoordinatorConfig;
+
+    /// Issue 44: `--validate-fraction 0` leaves a run's answer to its
+    /// quorum; below 3 identities that is said, at start-up, at each run's
+    /// creation and in its progress. A census's own check, or a quorum of
+    /// 3 or more, is no cause for it.
+    #[test]
+    fn no_recount_below_a_quorum_of_three_is_warned_of() {
+        let unchecked = CoordinatorConfig { validate_fraction: Some(0.0), ..CoordinatorConfig::default() };
+        assert!(unchecked.recounts_nothing());
+        for redundancy in [1, 2] {
+            assert_eq!(unchecked.collusion_warning(redundancy), Some(CoordinatorConfig::COLLUSION_WARNING));
+        }
+        assert_eq!(unchecked.collusion_warning(3), None);
+        for fraction in [None, Some(0.01), Some(1.0)] {
+            let checked = CoordinatorConfig { validate_fraction: fraction, ..CoordinatorConfig::default() };
+            assert!(!checked.recounts_nothing());
+            assert_eq!(checked.collusion_warning(1), None, "{fraction:?}");
+        }
+        assert!(CoordinatorConfig::COLLUSION_WARNING.contains("two colluding identities can change it"));
     }
 }

@@ -25,6 +25,7 @@ impl Coordinator {
         let (reporter, health) = tonic_health::server::health_reporter();
         let watcher = tokio::spawn(watch_database(self.store.clone(), reporter));
         let gauges = tokio::spawn(publish_job_gauges(self.store.clone()));
+        let conflicts = tokio::spawn(self.clone().decide_conflicts());
         // Both versions of reflection: grpcurl and current clients speak v1,
         // Python's grpcio-reflection and older GUI clients only v1alpha, and
         // a client refused one does not fall back to the other.
@@ -67,6 +68,7 @@ impl Coordinator {
             .await;
         watcher.abort();
         gauges.abort();
+        conflicts.abort();
         served?;
         Ok(())
     }

@@ -136,6 +136,16 @@ impl JobStore for Gated {
     async fn recount(&self, job: JobId) -> Result<(), StoreError> {
         self.inner.recount(job).await
     }
+    async fn conflicts_waiting(
+        &self,
+        wait: Duration,
+        limit: u32,
+    ) -> Result<Vec<census_store::ConflictWaiting>, StoreError> {
+        self.inner.conflicts_waiting(wait, limit).await
+    }
+    async fn decide_conflict(&self, job: JobId, count: u128) -> Result<bool, StoreError> {
+        self.inner.decide_conflict(job, count).await
+    }
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
         self.inner.fail(job, token, worker, reason).await
     }

@@ -475,6 +475,18 @@ pub struct JobRecord {
     pub counter_version: String,
     /// Its expected cost (`Census::job_cost`).
     pub cost: i64,
+    /// Whether an open conflict is flagged on it.
+    pub conflict: bool,
+}
+
+/// A job in conflict, as [`RemedyStorage::conflicts_waiting`] finds it.
+#[derive(Debug, Clone)]
+pub struct WaitingConflict {
+    pub job: JobId,
+    pub run: RunId,
+    pub key: String,
+    /// The run's census, as stored.
+    pub census: String,
 }
 
 /// A vote or an accepted result of a job.
@@ -896,7 +908,8 @@ pub trait ResultStorage: Transactions {
     /// out).
     async fn load_jobs(&self, tx: &mut Self::Tx, ids: &[JobId]) -> Result<Vec<JobRecord>, StoreError>;
     /// Every vote and accepted result of the jobs `ids`, of any round, in
-    /// the order they were recorded (not the votes that opened conflicts).
+    /// the order they were recorded, but those of quarantined identities,
+    /// which never count.
     async fn load_votes(&self, tx: &mut Self::Tx, ids: &[JobId]) -> Result<Vec<VoteRecord>, StoreError>;
     /// Appends the results, each finished at `now`. Never changed after.
     async fn insert_results(&self, tx: &mut Self::Tx, results: &[NewResult], now: i64) -> Result<(), StoreError>;
@@ -974,6 +987,16 @@ pub trait AnswerStorage: Transactions {
 /// Recounts, failures and requeues: reopening jobs for a new round.
 #[async_trait]
 pub trait RemedyStorage: Transactions {
+    /// Jobs with an open conflict that nobody is counting (pending, failed,
+    /// or leased past its expiry) and that have not changed since
+    /// `unchanged_since` (ms), with their runs' census text, by id, at most
+    /// `limit`; none of a cancelled run.
+    async fn conflicts_waiting(
+        &self,
+        unchanged_since: i64,
+        now: i64,
+        limit: u32,
+    ) -> Result<Vec<WaitingConflict>, StoreError>;
     /// The jobs `ids` (sorted), locked in that order, with what reopening
     /// them takes out (unknown ones are left out).
     async fn lock_jobs_to_reopen(&self, tx: &mut Self::Tx, ids: &[JobId]) -> Result<Vec<ReopenedJob>, StoreError>;
@@ -989,9 +1012,11 @@ pub trait RemedyStorage: Transactions {
     /// retired. Its results stay where they are.
     async fn start_new_round(&self, tx: &mut Self::Tx, ids: &[JobId], now: i64) -> Result<(), StoreError>;
     /// The jobs whose current round holds a result of the identity that
-    /// counts (see the module's rules: its accepted result, or a vote that
-    /// agrees with the accepted count or still waits for a quorum), each
-    /// once, by id.
+    /// counts (its accepted result, or a vote that agrees with the accepted
+    /// count or still waits for a quorum), by id; not a job with an open
+    /// conflict, which keeps its other identities' votes and is decided by
+    /// a quorum of them or by the coordinator's own count (a quarantined
+    /// identity's votes never count: [`ResultStorage::load_votes`]).
     async fn jobs_counted_by(&self, tx: &mut Self::Tx, worker: &str) -> Result<Vec<JobId>, StoreError>;
     /// The job, locked, with its conflict flag; `None` if unknown.
     async fn lock_flagged_job(&self, tx: &mut Self::Tx, job: JobId) -> Result<Option<FlaggedJob>, StoreError>;

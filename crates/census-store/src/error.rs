@@ -21,6 +21,8 @@ pub enum DatabaseErrorKind {
     /// The database takes no writes: a read-only file or file system, a
     /// standby server.
     ReadOnly,
+    /// The database's storage failed a read or write (an I/O error).
+    StorageFailed,
     /// The database refused the change: a unique key, a foreign key, a
     /// check, or a trigger (results and rejections are append-only).
     Constraint,
@@ -30,12 +32,20 @@ pub enum DatabaseErrorKind {
 }
 
 impl DatabaseErrorKind {
-    /// Whether the same call may succeed later without anyone changing
-    /// anything: the database comes back, the race is not lost again, an
-    /// operator frees space. A read-only database, a refused change and
-    /// anything else are permanent.
+    /// Whether the same call may succeed later: the database comes back,
+    /// the race is not lost again, or an operator mends its storage (frees
+    /// space, makes it writable, replaces a disk: nothing of the call was
+    /// stored, so waiting loses nothing). A refused change and anything
+    /// else are permanent.
     pub fn is_retryable(self) -> bool {
-        matches!(self, DatabaseErrorKind::Unreachable | DatabaseErrorKind::Busy | DatabaseErrorKind::StorageFull)
+        matches!(
+            self,
+            DatabaseErrorKind::Unreachable
+                | DatabaseErrorKind::Busy
+                | DatabaseErrorKind::StorageFull
+                | DatabaseErrorKind::ReadOnly
+                | DatabaseErrorKind::StorageFailed
+        )
     }
 }
 
@@ -44,8 +54,9 @@ impl std::fmt::Display for DatabaseErrorKind {
         f.write_str(match self {
             DatabaseErrorKind::Unreachable => "the database is unavailable",
             DatabaseErrorKind::Busy => "the database is busy",
-            DatabaseErrorKind::StorageFull => "the database's storage is full",
-            DatabaseErrorKind::ReadOnly => "the database is read-only",
+            DatabaseErrorKind::StorageFull => "the database cannot be written: its disk is full",
+            DatabaseErrorKind::ReadOnly => "the database cannot be written: it is read-only",
+            DatabaseErrorKind::StorageFailed => "the database cannot be written: its storage failed (I/O error)",
             DatabaseErrorKind::Constraint => "the database refused the change",
             DatabaseErrorKind::Other => "database error",
         })

@@ -206,6 +206,18 @@ pub enum CompleteOutcome {
     Conflict { stored: u128 },
 }
 
+/// A job in conflict that has waited long enough for the coordinator's own
+/// count ([`JobStore::conflicts_waiting`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictWaiting {
+    pub job_id: JobId,
+    pub run_id: RunId,
+    pub census: Census,
+    pub key: String,
+}
+
+pub use store::ARBITER;
+
 /// Whether an identity holds the lease a result names, checked before any
 /// costly work on the result ([`JobStore::check_leases`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,7 +278,8 @@ pub struct Progress {
     pub jobs_per_second: f64,
     /// The cost of the jobs of those results, a second.
     pub cost_per_second: f64,
-    /// The cost not yet done over the cost done a second.
+    /// The cost not yet done over the cost done a second; `None` when
+    /// unknown, or when all that is left is conflicts nobody counts.
     pub eta: Option<Duration>,
     /// The identities with the most results for the run, most jobs first,
     /// at most [`WORKERS_LISTED`]: a poll of a run of 10,000 workers is not
@@ -402,6 +415,44 @@ impl StoreError {
             StoreError::Connect { retryable, .. } => *retryable,
             _ => false,
         }
+    }
+
+    /// What failed in the database's storage, if that is why the call failed.
+    pub fn storage_fault(&self) -> Option<StorageFault> {
+        match self {
+            StoreError::Database(error) => match error.kind() {
+                DatabaseErrorKind::StorageFull => Some(StorageFault::Full),
+                DatabaseErrorKind::ReadOnly => Some(StorageFault::ReadOnly),
+                DatabaseErrorKind::StorageFailed => Some(StorageFault::Io),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+/// Why the database's storage refused a write: never the request's fault,
+/// nor the caller's ([`StoreError::storage_fault`]). Nothing of the call was
+/// stored, and the same call may succeed once the operator has mended it,
+/// so callers wait and retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageFault {
+    /// No space left (SQLite's SQLITE_FULL, Postgres's disk_full).
+    Full,
+    /// The file or database takes no writes (SQLITE_READONLY, Postgres's
+    /// read_only_sql_transaction).
+    ReadOnly,
+    /// The storage failed a read or write (SQLITE_IOERR, Postgres's io_error).
+    Io,
+}
+
+impl std::fmt::Display for StorageFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StorageFault::Full => "its disk is full",
+            StorageFault::ReadOnly => "it is read-only",
+            StorageFault::Io => "its storage failed (I/O error)",
+        })
     }
 }
 
@@ -555,6 +606,18 @@ pub trait JobStore: Send + Sync {
     /// accepted counts, votes and failures no longer count), since they
     /// read what it wrote.
     async fn recount(&self, job: JobId) -> Result<(), StoreError>;
+    /// Jobs with an open conflict (distinct identities disagree, no quorum
+    /// has decided) that no identity is counting now and that have not
+    /// changed for `wait`, at most `limit`, by id: what the coordinator
+    /// counts itself ([`JobStore::decide_conflict`]).
+    async fn conflicts_waiting(&self, wait: Duration, limit: u32) -> Result<Vec<ConflictWaiting>, StoreError>;
+    /// Decides a job in conflict by the coordinator's own `count`: the job
+    /// is done with it (recorded as [`ARBITER`]'s accepted result), the
+    /// conflict closes, and every vote of another count is rejected
+    /// against its identity. False, and nothing changes, if the job is no
+    /// longer in conflict (a quorum or another coordinator decided it) or
+    /// an identity holds a live lease of it.
+    async fn decide_conflict(&self, job: JobId, count: u128) -> Result<bool, StoreError>;
     /// Records a failure. After `max_attempts` failures from at least
     /// `fail_quorum` distinct identities the job is failed; an identity
     /// that reported `quarantine_after_failures` failures is quarantined.

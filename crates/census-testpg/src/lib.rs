@@ -7,6 +7,8 @@
 //! one test. When the binaries are missing or the server does not start, the
 //! harness panics with the reason: a Postgres test never skips silently.
 //!
+//! [`SmallDisk`] is a small filesystem of a test's own (a tmpfs), to fill.
+//!
 //! This crate is for tests only; nothing in the census depends on it at run time.
 //! The server dies with the test process (it is given a parent-death signal),
 //! and its directory is removed by the next harness that starts.
@@ -308,8 +310,18 @@ impl OwnServer {
         OwnServer::start_with(name, Some(password))
     }
 
+    /// Initialises and starts a server whose data directory is in `parent`
+    /// (a [`SmallDisk`], say, to fill the server's disk).
+    pub fn start_in(name: &str, parent: &Path) -> OwnServer {
+        OwnServer::start_at(parent.join(format!("census-testpg-{}-{name}", std::process::id())), None)
+    }
+
     fn start_with(name: &str, password: Option<&str>) -> OwnServer {
         let dir = std::env::temp_dir().join(format!("census-testpg-{}-{name}", std::process::id()));
+        OwnServer::start_at(dir, password)
+    }
+
+    fn start_at(dir: PathBuf, password: Option<&str>) -> OwnServer {
         let cluster = Cluster { durable: true, ..Cluster::init_with(dir, password) };
         let port = free_port();
         let child = cluster.spawn(port);
@@ -367,5 +379,81 @@ fn remove_stale_directories() {
         if !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
+    }
+}
+
+/// A small filesystem of a test's own (a tmpfs mounted on a new directory),
+/// to fill and free: what a database does when its disk is full, tested on
+/// a real full disk. Mounting needs root; without it the test fails and
+/// says so, it never skips. Unmounted when dropped.
+pub struct SmallDisk {
+    dir: PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `bytes` on a new directory named after `name`.
+    pub fn mount(name: &str, bytes: u64) -> SmallDisk {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(
+            root,
+            "this test fills a disk of its own, a tmpfs it mounts, which needs root: run the tests as root \
+             (CI does), e.g. `sudo -E cargo test`"
+        );
+        let dir = std::env::temp_dir().join(format!("census-small-disk-{}-{name}", std::process::id()));
+        let _ = Command::new("umount").arg("-l").arg(&dir).stderr(Stdio::null()).status();
+        std::fs::create_dir_all(&dir).expect("create the small disk's mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes},mode=0777"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run mount: {e}"));
+        assert!(status.success(), "mount -t tmpfs on {} failed", dir.display());
+        SmallDisk { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Bytes free for files.
+    pub fn available(&self) -> u64 {
+        let path = std::ffi::CString::new(self.dir.as_os_str().as_encoded_bytes()).expect("a path without NUL");
+        // SAFETY: statvfs writes into the zeroed struct it is given; the path is NUL-terminated.
+        unsafe {
+            let mut stat: libc::statvfs = std::mem::zeroed();
+            assert_eq!(libc::statvfs(path.as_ptr(), &mut stat), 0, "statvfs {}", self.dir.display());
+            stat.f_bavail as u64 * stat.f_frsize as u64
+        }
+    }
+
+    /// Fills the disk with a file of its own until about `leave` bytes are free.
+    pub fn fill(&self, leave: u64) {
+        use std::io::Write;
+        let mut filler = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("filler"))
+            .expect("create the filler file");
+        let chunk = vec![0x5a_u8; 64 * 1024];
+        while self.available() > leave {
+            let want = (self.available() - leave).min(chunk.len() as u64) as usize;
+            if filler.write_all(&chunk[..want]).is_err() {
+                break;
+            }
+            filler.flush().expect("flush the filler file");
+        }
+    }
+
+    /// Frees what [`SmallDisk::fill`] took.
+    pub fn free(&self) {
+        std::fs::remove_file(self.dir.join("filler")).expect("remove the filler file");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }

@@ -76,6 +76,8 @@ struct RunJson {
     terms: Vec<(String, String)>,
     weighted_sum: String,
     quarantined: Vec<String>,
+    /// What the operator should know of how the run is checked (`Progress::warnings`).
+    warnings: Vec<String>,
     /// The workers with the most jobs, at most 100 (`Progress::workers`).
     workers: Vec<WorkerJson>,
     workers_total: u64,
@@ -178,6 +180,7 @@ async fn status_json(coordinator: &Arc<Coordinator>, headers: HeaderMap) -> Resu
             terms: result.terms.into_iter().map(|term| (term.name, term.value)).collect(),
             weighted_sum: result.weighted_sum,
             quarantined: progress.quarantined,
+            warnings: progress.warnings,
             workers: progress
                 .workers
                 .into_iter()

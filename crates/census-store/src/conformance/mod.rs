@@ -103,6 +103,7 @@ properties!(
     store::heartbeats_keep_leases,
     store::duplicates_change_nothing_and_a_final_total_cannot_be_reopened,
     store::disagreeing_identities_open_a_conflict_that_a_recount_resolves,
+    store::two_disagreeing_identities_are_a_conflict_the_coordinators_count_decides,
     store::a_failing_job_fails_for_good_only_after_distinct_identities,
     store::one_identity_failing_every_job_cannot_stall_a_run,
     store::quarantine_recounts_every_result_of_the_identity,

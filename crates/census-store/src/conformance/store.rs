@@ -194,6 +194,60 @@ pub(super) async fn disagreeing_identities_open_a_conflict_that_a_recount_resolv
     assert_eq!(total.answer, census(SMALL).published());
 }
 
+/// Issue 44: two identities that disagree make a conflict at once (a
+/// quorum of two cannot form with them alone, and both are told nothing is
+/// left); a third identity's quorum settles one job, the coordinator's own
+/// count ([`JobStore::decide_conflict`]) the others, rejecting every vote
+/// of another count, and the run finishes exactly.
+pub(super) async fn two_disagreeing_identities_are_a_conflict_the_coordinators_count_decides(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&spec(SMALL, 2), &jobs(SMALL)).await.unwrap();
+    let mut truth = std::collections::HashMap::new();
+    for (worker, lie) in [("liar", 1), ("honest", 0)] {
+        let leases = store.lease(Some(run), worker, 100, TTL).await.unwrap();
+        assert_eq!(leases.len(), 26);
+        truth.extend(leases.iter().map(|l| (l.job_id, true_count(l))));
+        let votes: Vec<Completion> = leases.iter().map(|l| completion(l, worker, true_count(l) + lie)).collect();
+        let outcomes = store.complete_many(&votes).await.unwrap();
+        assert!(outcomes.iter().all(|o| matches!(o, Ok(CompleteOutcome::Recorded))), "{outcomes:?}");
+        assert_eq!(store.progress(run).await.unwrap().conflicts, 26 * u64::from(lie == 0), "after {worker}");
+    }
+    for worker in ["liar", "honest"] {
+        assert!(!store.has_work_for(worker, Some(run)).await.unwrap(), "{worker} voted on every job");
+    }
+    let progress = store.progress(run).await.unwrap();
+    assert_eq!((progress.done, progress.conflicts, progress.rejected), (0, 26, 0), "{progress:?}");
+    assert_eq!(progress.eta, None, "no rate of results ends conflicts that nobody counts: {progress:?}");
+    assert!(store.conflicts_waiting(Duration::from_secs(3600), 100).await.unwrap().is_empty(), "not waited yet");
+    let waiting = store.conflicts_waiting(Duration::ZERO, 100).await.unwrap();
+    assert_eq!(waiting.len(), 26);
+    assert!(waiting.iter().all(|c| c.run_id == run && c.census == census(SMALL)));
+
+    // A third identity counting a job: the coordinator leaves it be; its quorum decides.
+    let third = store.lease(Some(run), "third", 1, TTL).await.unwrap().remove(0);
+    assert!(!store.decide_conflict(third.job_id, truth[&third.job_id]).await.unwrap(), "it is being counted");
+    store.complete(&completion(&third, "third", true_count(&third))).await.unwrap();
+    assert_eq!(store.progress(run).await.unwrap().conflicts, 25, "a quorum closed it");
+    assert!(!store.decide_conflict(third.job_id, truth[&third.job_id]).await.unwrap(), "no conflict left on it");
+    for conflict in store.conflicts_waiting(Duration::ZERO, 100).await.unwrap() {
+        assert_ne!(conflict.job_id, third.job_id);
+        assert!(store.decide_conflict(conflict.job_id, truth[&conflict.job_id]).await.unwrap());
+        assert!(!store.decide_conflict(conflict.job_id, truth[&conflict.job_id]).await.unwrap(), "once");
+    }
+    let total = store.total(run).await.unwrap();
+    assert!(total.is_final);
+    assert_eq!(total.weighted_sum, weighted_sum(SMALL));
+    assert_eq!(total.answer, census(SMALL).published());
+    let progress = store.progress(run).await.unwrap();
+    // The liar is rejected until it is quarantined (3 rejections); from then
+    // on its votes no longer count, and the jobs it disputed stay in
+    // conflict, with the honest votes, for the coordinator to decide.
+    assert_eq!((progress.done, progress.conflicts, progress.rejected), (26, 0, 3), "{progress:?}");
+    assert!(progress.workers.iter().any(|w| w.worker == crate::ARBITER && w.jobs == 25), "{:?}", progress.workers);
+    let tokens: Vec<_> = store.quarantined().await.unwrap().into_iter().map(|q| q.worker).collect();
+    assert_eq!(tokens, ["liar"], "the liar is quarantined; the honest identity is not");
+    assert!(store.conflicts_waiting(Duration::ZERO, 100).await.unwrap().is_empty());
+}
+
 /// A job that keeps failing fails for good only once identities other
 /// than the first have failed it too; meanwhile each worker is told
 /// truthfully whether anything is left for it.

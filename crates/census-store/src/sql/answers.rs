@@ -209,7 +209,7 @@ impl AnswerStorage for SqlBackend {
     /// `result_costs`); only a result recorded before has its job looked up,
     /// by its id. Never a read of the run's jobs.
     async fn recent_results(&self, recent: &Recent) -> Result<RecentResults, StoreError> {
-        let mut tx = self.pool.begin().await.db()?;
+        let mut tx = SqlTx::begin(&self.pool).await?;
         if let Some(walk) = self.dialect.walk_in_index_order() {
             sqlx::query(walk).execute(&mut *tx).await.db()?;
         }
@@ -225,7 +225,7 @@ impl AnswerStorage for SqlBackend {
         .bind(recent.since)
         .fetch_one(&mut *tx)
         .await.db()?;
-        tx.commit().await.db()?;
+        tx.commit().await?;
         Ok(RecentResults { results: row.results, cost: row.cost, oldest: row.oldest })
     }
 

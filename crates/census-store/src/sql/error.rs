@@ -68,6 +68,8 @@ fn sqlstate_kind(code: &str) -> DatabaseErrorKind {
         _ if code.starts_with("40") || code.starts_with("57") => DatabaseErrorKind::Busy,
         // A read-only transaction: a standby, or default_transaction_read_only.
         "25006" => DatabaseErrorKind::ReadOnly,
+        // io_error.
+        "58030" => DatabaseErrorKind::StorageFailed,
         // Integrity constraints; RAISE EXCEPTION, as the append-only triggers do.
         _ if code.starts_with("23") || code == "P0001" => DatabaseErrorKind::Constraint,
         _ => DatabaseErrorKind::Other,
@@ -82,6 +84,8 @@ fn sqlite_kind(code: i32) -> DatabaseErrorKind {
         5 | 6 => DatabaseErrorKind::Busy,
         // SQLITE_READONLY.
         8 => DatabaseErrorKind::ReadOnly,
+        // SQLITE_IOERR.
+        10 => DatabaseErrorKind::StorageFailed,
         // SQLITE_FULL.
         13 => DatabaseErrorKind::StorageFull,
         // SQLITE_CONSTRAINT, a trigger's RAISE(ABORT) included.

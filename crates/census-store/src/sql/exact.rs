@@ -232,7 +232,7 @@ impl SqlBackend {
             .await
             .db()?;
         for run in runs {
-            let mut tx = self.pool.begin().await.db()?;
+            let mut tx = SqlTx::begin(&self.pool).await?;
             let power = self.class_power_in(&mut tx, run).await?;
             let mut class_sums: BTreeMap<i64, BigUint> = BTreeMap::new();
             let mut counted = BigUint::default();
@@ -317,7 +317,7 @@ impl SqlBackend {
                 .execute(&mut *tx)
                 .await
                 .db()?;
-            tx.commit().await.db()?;
+            tx.commit().await?;
             tracing::info!(run, "the run's sums were rebuilt exactly (migration 0006)");
         }
         Ok(())

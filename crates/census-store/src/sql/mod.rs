@@ -54,8 +54,97 @@ impl SqlBackend {
     }
 }
 
-/// A transaction of the SQL backend.
-pub type SqlTx = sqlx::Transaction<'static, sqlx::Any>;
+/// A transaction of the SQL backend: a connection of the pool between our
+/// own `BEGIN` and `COMMIT`, rolled back when dropped. A connection whose
+/// transaction did not end cleanly (a `BEGIN`, `COMMIT` or `ROLLBACK` that
+/// failed) is closed, never handed to the next caller.
+///
+/// Why not `sqlx::Transaction`: sqlx counts a connection's transaction
+/// depth itself and lowers it only when `COMMIT` or `ROLLBACK` succeeds.
+/// On a full disk SQLite's `COMMIT` fails *and* rolls the transaction back,
+/// the `ROLLBACK` sqlx sends next fails (no transaction is active), and the
+/// depth stays 1, so sqlx began every later transaction with a `SAVEPOINT`
+/// and committed it with a `RELEASE`. The first `RELEASE` that failed on the
+/// full disk left its transaction open (SQLite keeps it, unlike `COMMIT`),
+/// sqlx's `ROLLBACK TO` kept it open, and from then on every "commit" was a
+/// savepoint released inside that one transaction, never written: leases
+/// handed out, results, quarantines and a run's final answer, all seen by
+/// this process on its one connection and lost when it closed or when the
+/// next failure rolled the transaction back (issue 44's full-disk probe:
+/// tokens refused as forged, an identity quarantined, N0 printed over a file
+/// that did not hold it).
+pub struct SqlTx {
+    /// Until the transaction ends.
+    connection: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
+}
+
+/// Runs a statement that ends or begins a transaction on `connection`.
+async fn execute(connection: &mut sqlx::AnyConnection, statement: &'static str) -> Result<(), sqlx::Error> {
+    sqlx::query(statement).execute(connection).await.map(drop)
+}
+
+impl SqlTx {
+    async fn begin(pool: &AnyPool) -> Result<SqlTx, StoreError> {
+        let mut connection = pool.acquire().await.db()?;
+        if let Err(error) = execute(&mut connection, "BEGIN").await {
+            // A connection still inside a transaction (left open by a failure) is never reused.
+            connection.close_on_drop();
+            return Err(error::database_error(error));
+        }
+        Ok(SqlTx { connection: Some(connection) })
+    }
+
+    async fn commit(mut self) -> Result<(), StoreError> {
+        let mut connection = self.connection.take().expect("a transaction holds its connection until it ends");
+        if let Err(error) = execute(&mut connection, "COMMIT").await {
+            // Rolled back, or still open: closing the connection ends it either way.
+            connection.close_on_drop();
+            return Err(error::database_error(error));
+        }
+        Ok(())
+    }
+
+    async fn rollback(mut self) -> Result<(), StoreError> {
+        let mut connection = self.connection.take().expect("a transaction holds its connection until it ends");
+        if let Err(error) = execute(&mut connection, "ROLLBACK").await {
+            connection.close_on_drop();
+            return Err(error::database_error(error));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SqlTx {
+    /// Rolls back a transaction that was not committed (an error on the
+    /// way) before its connection serves anyone else; the connection is
+    /// closed instead if that fails or cannot be done.
+    fn drop(&mut self) {
+        let Some(mut connection) = self.connection.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if execute(&mut connection, "ROLLBACK").await.is_err() {
+                        connection.close_on_drop();
+                    }
+                });
+            }
+            Err(_) => connection.close_on_drop(),
+        }
+    }
+}
+
+impl std::ops::Deref for SqlTx {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &sqlx::AnyConnection {
+        self.connection.as_ref().expect("a transaction holds its connection until it ends")
+    }
+}
+
+impl std::ops::DerefMut for SqlTx {
+    fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
+        self.connection.as_mut().expect("a transaction holds its connection until it ends")
+    }
+}
 
 /// The lease columns of a job row, read by name: what [`LeaseFields`] is made of.
 #[derive(sqlx::FromRow)]
@@ -141,15 +230,15 @@ impl Transactions for SqlBackend {
     type Tx = SqlTx;
 
     async fn begin(&self) -> Result<SqlTx, StoreError> {
-        self.pool.begin().await.db()
+        SqlTx::begin(&self.pool).await
     }
 
     async fn commit(&self, tx: SqlTx) -> Result<(), StoreError> {
-        tx.commit().await.db()
+        tx.commit().await
     }
 
     async fn rollback(&self, tx: SqlTx) -> Result<(), StoreError> {
-        tx.rollback().await.db()
+        tx.rollback().await
     }
 
     /// Postgres takes an advisory lock keyed by the name (a hash collision
@@ -223,4 +312,32 @@ fn change_classes_sql(rows: usize, direction: exact::Direction) -> String {
          UPDATE runs SET weighted_sum_so_far = runs.weighted_sum_so_far + change.amount
          FROM change WHERE runs.id = change.run_id"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Connection;
+
+    use crate::StorageFault;
+
+    /// A write to a database opened read-only is the storage's fault, said
+    /// as such and worth a retry (once the operator makes it writable),
+    /// never a refusal of the request. (A full disk: `tests/storage_faults.rs`.)
+    #[tokio::test]
+    async fn a_read_only_database_is_a_storage_fault() {
+        sqlx::any::install_default_drivers();
+        let path = std::env::temp_dir().join(format!("census-read-only-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let url = |mode: &str| format!("sqlite://{}?mode={mode}", path.display());
+        let mut writable = sqlx::AnyConnection::connect(&url("rwc")).await.unwrap();
+        sqlx::query("CREATE TABLE t (x INTEGER)").execute(&mut writable).await.unwrap();
+        writable.close().await.unwrap();
+        let mut read_only = sqlx::AnyConnection::connect(&url("ro")).await.unwrap();
+        let refused = sqlx::query("INSERT INTO t VALUES (1)").execute(&mut read_only).await.unwrap_err();
+        let error = super::error::database_error(refused);
+        assert_eq!(error.storage_fault(), Some(StorageFault::ReadOnly), "{}", error.report());
+        assert!(error.is_retryable());
+        assert!(error.to_string().contains("the database cannot be written: it is read-only"), "{error}");
+        let _ = std::fs::remove_file(&path);
+    }
 }

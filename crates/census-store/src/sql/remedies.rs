@@ -8,7 +8,8 @@ use super::exact::Direction;
 use super::queue::RETIRE_LEASE;
 use super::{Db, LeaseColumns, SqlBackend, SqlTx, change_classes_sql, placeholders};
 use crate::backend::{
-    ClassChanges, FailingJob, FailureTally, FlaggedJob, NewFailure, RemedyStorage, ReopenedJob, RunTakeOut, parse_big,
+    ClassChanges, FailingJob, FailureTally, FlaggedJob, NewFailure, RemedyStorage, ReopenedJob, RunTakeOut,
+    WaitingConflict, parse_big,
 };
 use crate::{JobId, RunId, StoreError};
 
@@ -69,6 +70,29 @@ struct FailingRow {
 
 #[async_trait]
 impl RemedyStorage for SqlBackend {
+    /// By the partial index of the jobs in conflict (migration 0016): a
+    /// look costs what is in conflict, not the run's jobs.
+    async fn conflicts_waiting(
+        &self,
+        unchanged_since: i64,
+        now: i64,
+        limit: u32,
+    ) -> Result<Vec<WaitingConflict>, StoreError> {
+        let rows: Vec<(JobId, RunId, String, String)> = sqlx::query_as(
+            "SELECT j.id, j.run_id, j.key, r.census FROM jobs j JOIN runs r ON r.id = j.run_id
+             WHERE j.conflict = 1 AND r.cancelled_at IS NULL AND j.updated_at <= $1
+               AND (j.state IN ('pending', 'failed') OR (j.state = 'leased' AND j.lease_expires_at <= $2))
+             ORDER BY j.id LIMIT $3",
+        )
+        .bind(unchanged_since)
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .db()?;
+        Ok(rows.into_iter().map(|(job, run, key, census)| WaitingConflict { job, run, key, census }).collect())
+    }
+
     async fn lock_jobs_to_reopen(&self, tx: &mut SqlTx, ids: &[JobId]) -> Result<Vec<ReopenedJob>, StoreError> {
         let rows = self
             .select_by_ids(tx, ids, |ids| {
@@ -158,7 +182,7 @@ impl RemedyStorage for SqlBackend {
         sqlx::query_scalar(
             "SELECT DISTINCT j.id FROM results x JOIN jobs j ON j.id = x.job_id AND j.round = x.round
              WHERE x.worker = $1 AND x.outcome IN ('accepted', 'vote')
-               AND (j.state IN ('pending', 'leased') OR (j.state = 'done' AND x.count = j.count))
+               AND ((j.state IN ('pending', 'leased') AND j.conflict = 0) OR (j.state = 'done' AND x.count = j.count))
              ORDER BY j.id",
         )
         .bind(worker)

@@ -33,6 +33,7 @@ struct JobRow {
     round: i64,
     counter_version: String,
     cost: i64,
+    conflict: i64,
 }
 
 /// A vote or accepted result of a job.
@@ -53,7 +54,8 @@ impl ResultStorage for SqlBackend {
             .select_by_ids(tx, ids, |ids| {
                 format!(
                     "SELECT j.id, j.run_id, j.class_id, j.key, j.state, j.attempt, j.lease_token, j.lease_owner,
-                            j.lease_expires_at, j.votes, r.redundancy, r.cancelled_at, j.round, r.counter_version, j.cost
+                            j.lease_expires_at, j.votes, r.redundancy, r.cancelled_at, j.round, r.counter_version, j.cost,
+                            j.conflict
                      FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id IN ({ids}) ORDER BY j.id {}",
                     self.dialect.for_update()
                 )
@@ -75,6 +77,7 @@ impl ResultStorage for SqlBackend {
                     cancelled: row.cancelled_at.is_some(),
                     counter_version: row.counter_version,
                     cost: row.cost,
+                    conflict: row.conflict != 0,
                 })
             })
             .collect()
@@ -85,7 +88,9 @@ impl ResultStorage for SqlBackend {
             .select_by_ids(tx, ids, |ids| {
                 format!(
                     "SELECT job_id, worker, CAST(count AS TEXT) AS count, round, outcome FROM results
-                     WHERE job_id IN ({ids}) AND outcome IN ('vote', 'accepted') ORDER BY id"
+                     WHERE job_id IN ({ids}) AND outcome IN ('vote', 'accepted')
+                       AND NOT EXISTS (SELECT 1 FROM quarantine q WHERE q.worker = results.worker)
+                     ORDER BY id"
                 )
             })
             .await?;
@@ -140,7 +145,7 @@ impl ResultStorage for SqlBackend {
     }
 
     /// One statement for many jobs (VALUES columns are column1.. on both
-    /// backends), not one round trip a job.
+    /// backends), not one round trip a job. A job done has no open conflict.
     async fn mark_decided(
         &self,
         tx: &mut SqlTx,
@@ -153,6 +158,7 @@ impl ResultStorage for SqlBackend {
             let rows = values_rows(chunk.len(), 2, &[&bigint, &text, &count, &bigint]);
             let sql = format!(
                 "UPDATE jobs SET state = v.column2, count = COALESCE(v.column3, jobs.count), votes = jobs.votes + v.column4,
+                        conflict = CASE WHEN v.column2 = 'done' THEN 0 ELSE jobs.conflict END,
                         {RETIRE_LEASE}, updated_at = $1
                  FROM (VALUES {rows}) AS v WHERE jobs.id = v.column1"
             );

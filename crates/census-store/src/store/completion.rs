@@ -8,12 +8,19 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::decision::{BatchPlan, JobView, Offence, plan_batch, quarantine_reason};
+use super::decision::{BatchPlan, JobView, Offence, plan_batch, plan_decision, quarantine_reason};
 use super::groups::{Answer, Waiting};
+use super::remedies::Quarantined;
 use super::totals::VerifiedFinal;
 use super::{Store, now_ms};
 use crate::backend::{JobState, Rejection, ResultOutcome, StorageBackend};
 use crate::{CompleteOutcome, Completion, DatabaseError, DatabaseErrorKind, JobId, RunId, StoreError};
+
+/// What a plan's transaction did that is said, or kept, once it commits.
+struct Applied {
+    finished: Vec<(RunId, VerifiedFinal)>,
+    quarantined: Vec<Quarantined>,
+}
 
 impl<B: StorageBackend> Store<B> {
     /// Writes `completions` in one transaction, together with the reports
@@ -105,7 +112,7 @@ impl<B: StorageBackend> Store<B> {
         let jobs = self.load_jobs(&mut tx, &ids).await?;
         let runs: HashMap<JobId, RunId> = jobs.iter().map(|(&id, job)| (id, job.run)).collect();
         let plan = plan_batch(jobs, completions, now);
-        let finished = self.apply_plan(&mut tx, &plan, now).await?;
+        let applied = self.apply_plan(&mut tx, &plan, now).await?;
         self.backend.commit(tx).await?;
         // Jobs back in the queue (a vote that needs another identity, a
         // report rejected): the next lease's scan starts no later than them.
@@ -117,12 +124,59 @@ impl<B: StorageBackend> Store<B> {
                 self.fronts.put_back(run, *job, put_back_at);
             }
         }
-        self.finished.lock().expect("never poisoned").extend(finished.iter().map(|(run, _)| *run));
-        // The answers just folded and written serve the first reads, which
-        // would otherwise fold every result of the run again.
-        let mut verified = self.verified_finals.lock().expect("never poisoned");
-        verified.extend(finished);
+        self.committed(&plan, applied);
         Ok(plan.outcomes)
+    }
+
+    /// Decides job `id`, in conflict, by the coordinator's own `count`, in
+    /// one transaction (`plan_decision`); false if it was not in conflict
+    /// or an identity is counting it now.
+    pub(super) async fn decide_by_count(&self, id: JobId, count: u128) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let mut tx = self.backend.begin().await?;
+        let jobs = self.load_jobs(&mut tx, &[id]).await?;
+        let plan = plan_decision(jobs, id, count, now);
+        match plan.outcomes.first() {
+            Some(Ok(_)) => {}
+            Some(Err(StoreError::StaleToken { .. })) => return Ok(false),
+            Some(Err(error)) => return Err(StoreError::Invalid(format!("job {id}: {error}"))),
+            None => return Ok(false),
+        }
+        let applied = self.apply_plan(&mut tx, &plan, now).await?;
+        self.backend.commit(tx).await?;
+        tracing::warn!(
+            job = id,
+            count,
+            rejected = plan.rejections.len(),
+            "the coordinator's own count decided the conflict"
+        );
+        self.committed(&plan, applied);
+        Ok(true)
+    }
+
+    /// What a committed transaction did: its rejections, conflicts and the
+    /// identities it quarantined are said (never before the commit: a
+    /// transaction that failed did none of it), the runs it finished are
+    /// announced, and their answers (just folded and written) serve the
+    /// first reads, which would otherwise fold every result of the run again.
+    fn committed(&self, plan: &BatchPlan, applied: Applied) {
+        for r in &plan.rejections {
+            tracing::warn!(job = r.job, worker = %r.worker, count = r.count, reason = %r.reason, "result rejected");
+        }
+        for (job, votes) in &plan.conflicts {
+            tracing::error!(job, ?votes, "no quorum: the job fails with a conflict");
+        }
+        for (job, votes) in &plan.disputed {
+            tracing::warn!(
+                job,
+                ?votes,
+                "the identities disagree: a conflict, until another identity makes a quorum or the coordinator counts the job itself"
+            );
+        }
+        applied.quarantined.iter().for_each(Quarantined::say);
+        let finished = applied.finished;
+        self.finished.lock().expect("never poisoned").extend(finished.iter().map(|(run, _)| *run));
+        self.verified_finals.lock().expect("never poisoned").extend(finished);
     }
 
     /// Takes the lock of each identity, in name order, before any row:
@@ -164,6 +218,7 @@ impl<B: StorageBackend> Store<B> {
                 round: row.round,
                 cost: row.cost,
                 votes: Vec::new(),
+                conflict: row.conflict,
             };
             jobs.insert(row.id, (job, row.votes));
         }
@@ -178,22 +233,12 @@ impl<B: StorageBackend> Store<B> {
     }
 
     /// Writes what [`plan_batch`] decided, in the caller's transaction;
-    /// returns the runs it finished, with their answers.
-    async fn apply_plan(
-        &self,
-        tx: &mut B::Tx,
-        plan: &BatchPlan,
-        now: i64,
-    ) -> Result<Vec<(RunId, VerifiedFinal)>, StoreError> {
-        for r in &plan.rejections {
-            tracing::warn!(job = r.job, worker = %r.worker, count = r.count, reason = %r.reason, "result rejected");
-        }
-        for (job, votes) in &plan.conflicts {
-            tracing::error!(job, ?votes, "no quorum: the job fails with a conflict");
-        }
+    /// returns the runs it finished, with their answers, and the
+    /// identities it quarantined ([`Store::committed`] says and keeps them).
+    async fn apply_plan(&self, tx: &mut B::Tx, plan: &BatchPlan, now: i64) -> Result<Applied, StoreError> {
         self.backend.insert_results(tx, &plan.results, now).await?;
         self.backend.mark_decided(tx, &plan.jobs, now).await?;
-        let conflicts: Vec<JobId> = plan.conflicts.keys().copied().collect();
+        let conflicts: Vec<JobId> = plan.conflicts.keys().chain(plan.disputed.keys()).copied().collect();
         self.backend.flag_conflicts(tx, &conflicts).await?;
         self.backend.add_to_worker_stats(tx, &plan.workers, now).await?;
         // The rows other reports wait for come last: a run's classes and
@@ -202,7 +247,7 @@ impl<B: StorageBackend> Store<B> {
         // commit, the more reports a second the run takes (BENCHMARKS.md,
         // "Dead entries in front of the queue, and the run's row locked last").
         self.backend.add_to_classes(tx, &plan.classes).await?;
-        self.record_rejections(tx, &plan.rejections, now).await?;
+        let quarantined = self.record_rejections(tx, &plan.rejections, now).await?;
         // Each run's counters, then its finish if this was its last job.
         let mut finished = Vec::new();
         for (&run, change) in &plan.runs {
@@ -213,25 +258,27 @@ impl<B: StorageBackend> Store<B> {
                 finished.push((run, answer));
             }
         }
-        Ok(finished)
+        Ok(Applied { finished, quarantined })
     }
 
     /// Appends rejections and quarantines every identity that reached the
     /// limit: its leases are released at once and its results counted again.
+    /// Returns the identities quarantined, to be said once committed.
     pub(super) async fn record_rejections(
         &self,
         tx: &mut B::Tx,
         rejections: &[Rejection],
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<Quarantined>, StoreError> {
         self.backend.insert_rejections(tx, rejections, now).await?;
         let workers: BTreeSet<&str> = rejections.iter().map(|r| r.worker.as_str()).collect();
+        let mut quarantined = Vec::new();
         for worker in workers {
             let rejected = self.backend.rejections_of(tx, worker).await?;
             if let Some(reason) = quarantine_reason(Offence::Rejected, rejected, &self.config) {
-                self.quarantine_in(tx, worker, &reason, now).await?;
+                quarantined.extend(self.quarantine_in(tx, worker, &reason, now).await?);
             }
         }
-        Ok(())
+        Ok(quarantined)
     }
 }

@@ -33,6 +33,9 @@ pub(crate) struct JobView {
     pub cost: i64,
     /// (identity, count) of every vote of this round, the accepted one included.
     pub votes: Vec<(String, u128)>,
+    /// Whether an open conflict is flagged on it: its identities disagree
+    /// and no quorum has decided yet.
+    pub conflict: bool,
 }
 
 /// A report, as the decision sees it.
@@ -78,7 +81,14 @@ pub(crate) enum Verdict {
     Reject { reason: String, lease_is_current: bool },
     /// The votes cannot reach a quorum any more: the job fails with a conflict.
     NoQuorum { stored: u128 },
+    /// The coordinator counted a job in conflict itself ([`ARBITER`]): its
+    /// count is accepted, and every vote that differs is rejected.
+    Decided,
 }
+
+/// Who the coordinator's own count of a job in conflict is recorded as: a
+/// name no token can have (`check_identity` refuses parentheses).
+pub const ARBITER: &str = "(coordinator)";
 
 /// The most votes a job takes before it is declared a conflict: with
 /// quorum k, 2k - 1 votes always hold k equal ones unless the identities
@@ -132,6 +142,23 @@ pub(crate) fn decide(job: &JobView, report: &Report<'_>, now: i64) -> Verdict {
     Verdict::Vote
 }
 
+/// What the coordinator's own count does to `job` at `now`: it decides a
+/// job in conflict that nobody is counting (not done, no live lease);
+/// anything else is stale (the conflict was settled meanwhile, by a quorum
+/// or another coordinator, or an identity is counting the job now).
+fn decide_by_arbiter(job: &JobView, now: i64) -> Verdict {
+    let counting = job.lease.state == JobState::Leased && job.lease.expires_at.is_some_and(|at| at > now);
+    if !job.conflict || job.lease.state == JobState::Done || counting {
+        return Verdict::Stale;
+    }
+    Verdict::Decided
+}
+
+/// Whether the votes of a round name more than one count.
+fn disagree(votes: &[(String, u128)]) -> bool {
+    votes.windows(2).any(|pair| pair[0].1 != pair[1].1)
+}
+
 /// Everything a batch of reports changes, decided before anything is
 /// written: the store writes it in one transaction (`completion.rs`).
 #[derive(Debug, Default)]
@@ -140,8 +167,12 @@ pub(crate) struct BatchPlan {
     pub outcomes: Vec<Result<CompleteOutcome, StoreError>>,
     pub results: Vec<NewResult>,
     pub jobs: BTreeMap<JobId, JobChange>,
-    /// Jobs newly flagged with a conflict, with every vote of the round.
+    /// Jobs newly flagged with a conflict, with every vote of the round:
+    /// those whose votes cannot reach a quorum any more (failed), and
+    /// those whose identities disagree and wait for another identity or
+    /// the coordinator's own count (`disputed`).
     pub conflicts: BTreeMap<JobId, Vec<(String, u128)>>,
+    pub disputed: BTreeMap<JobId, Vec<(String, u128)>>,
     pub classes: ClassChanges,
     pub runs: BTreeMap<RunId, RunChange>,
     pub workers: BTreeMap<(RunId, String), WorkerTally>,
@@ -167,6 +198,32 @@ pub(crate) fn plan_batch(mut jobs: HashMap<JobId, JobView>, completions: &[Compl
     plan
 }
 
+/// What the coordinator's own `count` of job `id`, in conflict, changes
+/// at `now` ([`Verdict::Decided`], or stale if the conflict was settled
+/// meanwhile or an identity is counting the job). Pure, like [`plan_batch`];
+/// the store applies the plan in the same way.
+pub(crate) fn plan_decision(mut jobs: HashMap<JobId, JobView>, id: JobId, count: u128, now: i64) -> BatchPlan {
+    let mut plan = BatchPlan::default();
+    let Some(job) = jobs.get_mut(&id) else {
+        plan.outcomes.push(Err(StoreError::UnknownJob(id)));
+        return plan;
+    };
+    let arbiter = Completion {
+        job_id: id,
+        token: String::new(),
+        worker: ARBITER.into(),
+        key: job.key.clone(),
+        counter_version: job.counter_version.clone(),
+        count,
+        elapsed: std::time::Duration::ZERO,
+        checked_count: Some(count),
+    };
+    let verdict = decide_by_arbiter(job, now);
+    let outcome = plan.record(&arbiter, job, verdict);
+    plan.outcomes.push(outcome);
+    plan
+}
+
 impl BatchPlan {
     /// Adds what `verdict` does to the plan, and to `job` as later reports
     /// of the batch see it; returns the report's answer.
@@ -186,26 +243,39 @@ impl BatchPlan {
             Verdict::Vote => {
                 self.append_result(c, job, ResultOutcome::Vote);
                 self.settle(c.job_id, job, JobState::Pending, None, Some(c));
+                // Distinct identities disagree: a conflict from now on, seen
+                // in status and SQL, until a quorum or the coordinator decides.
+                if !job.conflict && disagree(&job.votes) {
+                    job.conflict = true;
+                    self.disputed.insert(c.job_id, job.votes.clone());
+                    self.runs.entry(job.run).or_default().conflicts_opened += 1;
+                }
+                Ok(CompleteOutcome::Recorded)
+            }
+            Verdict::Decided => {
+                let failed = job.lease.state == JobState::Failed;
+                let differing: Vec<(String, u128)> =
+                    job.votes.iter().filter(|(_, count)| *count != c.count).cloned().collect();
+                for (identity, theirs) in differing {
+                    let reason = format!(
+                        "reported {theirs}; the identities disagreed and no quorum formed, and the coordinator's own count is {}",
+                        c.count
+                    );
+                    self.reject(c.job_id, job, &identity, theirs, reason);
+                }
+                self.accept(c, job);
+                if failed {
+                    self.runs.entry(job.run).or_default().failed_added -= 1;
+                }
                 Ok(CompleteOutcome::Recorded)
             }
             Verdict::Accept { outvoted } => {
-                self.append_result(c, job, ResultOutcome::Accepted);
                 for loser in outvoted {
                     let theirs = job.votes.iter().find(|(w, _)| *w == loser).map(|(_, n)| *n).unwrap_or(0);
                     let reason = format!("reported {theirs}; a quorum of identities agreed on {}", c.count);
                     self.reject(c.job_id, job, &loser, theirs, reason);
                 }
-                self.settle(c.job_id, job, JobState::Done, Some(c.count), Some(c));
-                let class = self.classes.entry((job.run, job.class)).or_default();
-                class.0 += c.count;
-                class.1 += 1;
-                let run = self.runs.entry(job.run).or_default();
-                run.done += 1;
-                run.cost_done += job.cost;
-                run.counted += c.count;
-                let tally = self.workers.entry((job.run, c.worker.clone())).or_default();
-                tally.jobs += 1;
-                tally.completions += c.count;
+                self.accept(c, job);
                 Ok(CompleteOutcome::Recorded)
             }
             Verdict::NoQuorum { stored } => {
@@ -213,11 +283,34 @@ impl BatchPlan {
                 self.settle(c.job_id, job, JobState::Failed, None, Some(c));
                 self.conflicts.insert(c.job_id, job.votes.clone());
                 let run = self.runs.entry(job.run).or_default();
-                run.conflicts_opened += 1;
+                // A job disputed before is in conflict already.
+                run.conflicts_opened += i64::from(!job.conflict);
                 run.failed_added += 1;
+                job.conflict = true;
                 Ok(CompleteOutcome::Conflict { stored })
             }
         }
+    }
+
+    /// The job is done with `c`'s count: its class, run and identity add
+    /// it, and a conflict open on it closes.
+    fn accept(&mut self, c: &Completion, job: &mut JobView) {
+        self.append_result(c, job, ResultOutcome::Accepted);
+        self.settle(c.job_id, job, JobState::Done, Some(c.count), Some(c));
+        let class = self.classes.entry((job.run, job.class)).or_default();
+        class.0 += c.count;
+        class.1 += 1;
+        let run = self.runs.entry(job.run).or_default();
+        run.done += 1;
+        run.cost_done += job.cost;
+        run.counted += c.count;
+        if job.conflict {
+            run.conflicts_opened -= 1;
+            job.conflict = false;
+        }
+        let tally = self.workers.entry((job.run, c.worker.clone())).or_default();
+        tally.jobs += 1;
+        tally.completions += c.count;
     }
 
     /// The job leaves its lease for `state`, done with `count` if given,
@@ -323,6 +416,7 @@ mod tests {
             round: 0,
             cost: 1,
             votes: Vec::new(),
+            conflict: false,
         }
     }
 
@@ -470,6 +564,73 @@ mod tests {
         assert_eq!(plan.runs, BTreeMap::from([(1, run)]));
         assert_eq!(plan.results.iter().map(|r| r.outcome).collect::<Vec<_>>(), [ResultOutcome::Conflict]);
         assert!(plan.classes.is_empty() && plan.workers.is_empty() && plan.rejections.is_empty());
+    }
+
+    /// Issue 44: two identities that disagree make a conflict at once, seen
+    /// in status and SQL, though the job still waits for a third identity.
+    #[test]
+    fn disagreeing_identities_open_a_conflict_at_once_and_a_quorum_closes_it() {
+        let mut jobs = two_jobs(2);
+        jobs.get_mut(&1).unwrap().votes = vec![("w2".into(), 6)];
+        let plan = plan_batch(jobs.clone(), &[completion(1, "w1", 5)], 0);
+        assert!(matches!(plan.outcomes.as_slice(), [Ok(CompleteOutcome::Recorded)]));
+        let votes = vec![("w2".to_string(), 6), ("w1".to_string(), 5)];
+        assert_eq!(plan.disputed, BTreeMap::from([(1, votes)]));
+        assert_eq!(plan.jobs[&1].state, JobState::Pending, "it waits for another identity");
+        let run = RunChange { conflicts_opened: 1, ..RunChange::default() };
+        assert_eq!(plan.runs, BTreeMap::from([(1, run)]));
+        assert!(plan.rejections.is_empty(), "nobody is wrong yet");
+
+        // Flagged already: a third identity's quorum closes it and rejects the liar.
+        let job = jobs.get_mut(&1).unwrap();
+        job.votes.push(("w1".into(), 5));
+        (job.conflict, job.lease) = (true, leased_to("w3"));
+        let plan = plan_batch(jobs.clone(), &[completion(1, "w3", 5)], 0);
+        assert_eq!(plan.jobs[&1].state, JobState::Done);
+        assert_eq!(plan.runs[&1].conflicts_opened, -1);
+        assert_eq!(plan.rejections.iter().map(|r| r.worker.as_str()).collect::<Vec<_>>(), ["w2"]);
+        // Or a third count: it fails, a conflict opened once, not twice.
+        let plan = plan_batch(jobs, &[completion(1, "w3", 7)], 0);
+        assert!(plan.disputed.is_empty());
+        assert_eq!(plan.conflicts.len(), 1);
+        assert_eq!((plan.runs[&1].conflicts_opened, plan.runs[&1].failed_added), (0, 1));
+    }
+
+    /// Issue 44: a conflict no quorum settles is decided by the
+    /// coordinator's own count: the job is done with it, every vote of
+    /// another count is rejected, the conflict (and a failure) closes.
+    #[test]
+    fn the_coordinators_own_count_decides_a_conflict() {
+        let mut jobs = two_jobs(2);
+        let job = jobs.get_mut(&1).unwrap();
+        job.votes = vec![("w1".into(), 5), ("w2".into(), 6)];
+        job.conflict = true;
+        job.lease = LeaseFields { state: JobState::Pending, token: None, owner: None, expires_at: None };
+        let plan = plan_decision(jobs.clone(), 1, 5, 0);
+        assert!(matches!(plan.outcomes.as_slice(), [Ok(CompleteOutcome::Recorded)]), "{:?}", plan.outcomes);
+        assert_eq!(plan.jobs[&1], JobChange { state: JobState::Done, count: Some(5), votes_added: 1 });
+        assert_eq!(plan.results.len(), 1);
+        assert_eq!((plan.results[0].worker.as_str(), plan.results[0].outcome), (ARBITER, ResultOutcome::Accepted));
+        assert_eq!(plan.rejections.iter().map(|r| (r.worker.as_str(), r.count)).collect::<Vec<_>>(), [("w2", 6)]);
+        assert_eq!(plan.classes, BTreeMap::from([((1, 0), (5u32.into(), 1))]));
+        let run = &plan.runs[&1];
+        assert_eq!((run.done, run.conflicts_opened, run.failed_added), (1, -1, 0));
+
+        // A failed conflict (no quorum possible) closes its failure too.
+        let job = jobs.get_mut(&1).unwrap();
+        job.lease.state = JobState::Failed;
+        let plan = plan_decision(jobs.clone(), 1, 7, 0);
+        assert_eq!(plan.rejections.len(), 2, "both votes differ from the coordinator's count");
+        assert_eq!((plan.runs[&1].conflicts_opened, plan.runs[&1].failed_added), (-1, -1));
+
+        // Nothing to decide: no conflict, or an identity counting it now.
+        let stale = |plan: BatchPlan| matches!(plan.outcomes.as_slice(), [Err(StoreError::StaleToken { .. })]);
+        assert!(stale(plan_decision(two_jobs(2), 1, 5, 0)), "not in conflict");
+        let job = jobs.get_mut(&1).unwrap();
+        job.lease = leased_to("w3");
+        assert!(stale(plan_decision(jobs.clone(), 1, 5, 999)), "w3 holds a live lease");
+        let plan = plan_decision(jobs, 1, 5, 1_001);
+        assert!(matches!(plan.outcomes.as_slice(), [Ok(_)]), "w3's lease expired");
     }
 
     #[test]

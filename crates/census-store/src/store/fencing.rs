@@ -81,8 +81,9 @@ impl<B: StorageBackend> Store<B> {
         }
         if !rejections.is_empty() {
             let mut tx = self.backend.begin().await?;
-            self.record_rejections(&mut tx, &rejections, now).await?;
+            let quarantined = self.record_rejections(&mut tx, &rejections, now).await?;
             self.backend.commit(tx).await?;
+            quarantined.iter().for_each(super::remedies::Quarantined::say);
         }
         Ok(checks)
     }

@@ -31,11 +31,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use census_math::census::Census;
 
+pub use decision::ARBITER;
+
 use crate::backend::{RunState, StorageBackend};
 use crate::{
-    AcceptedCount, ClassTotal, CompleteOutcome, Completion, HeartbeatOutcome, JobId, JobSpec, JobStore, JobStream,
-    Lease, LeaseCheck, Progress, QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal, StoreConfig, StoreError,
-    TokenRecord,
+    AcceptedCount, ClassTotal, CompleteOutcome, Completion, ConflictWaiting, HeartbeatOutcome, JobId, JobSpec,
+    JobStore, JobStream, Lease, LeaseCheck, Progress, QuarantineEntry, Role, RunId, RunSpec, RunSummary, RunTotal,
+    StoreConfig, StoreError, TokenRecord,
 };
 
 /// Immutable facts about a run, cached so a lease needs no join.
@@ -64,7 +66,22 @@ pub struct Store<B> {
     fronts: fronts::QueueFronts,
     /// Reports waiting to be written together (`groups`).
     report_groups: groups::ReportGroups,
+    /// Writes failing for a fault of the database's storage (full,
+    /// read-only): said once when it begins and once when it ends.
+    storage_fault: Mutex<Option<FaultEpisode>>,
 }
+
+/// Writes failing for a fault of the database's storage, since `began`;
+/// the last refused at `last`.
+struct FaultEpisode {
+    began: std::time::Instant,
+    last: std::time::Instant,
+    refused: u64,
+}
+
+/// How long writes must go without a fault before an episode is over: on a
+/// nearly full disk some small writes still fit, between failures.
+const FAULT_OVER_AFTER: Duration = Duration::from_secs(2);
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_millis() as i64
@@ -91,9 +108,43 @@ impl<B: StorageBackend> Store<B> {
             verified_finals: Mutex::new(HashMap::new()),
             fronts: fronts::QueueFronts::default(),
             report_groups: groups::ReportGroups::default(),
+            storage_fault: Mutex::new(None),
         };
         store.reopen_quarantined_results().await?;
         Ok(store)
+    }
+
+    /// `written`, the outcome of a call that writes, said in the log when
+    /// it is the first to fail for a fault of the database's storage (a full
+    /// disk, a read-only file), and when writes succeed again after one
+    /// (for [`FAULT_OVER_AFTER`]): the operator learns once why the run
+    /// waits, and that it goes on.
+    fn watched<T>(&self, written: Result<T, StoreError>) -> Result<T, StoreError> {
+        let now = std::time::Instant::now();
+        let mut episode = self.storage_fault.lock().expect("never poisoned");
+        match (&written, episode.as_mut()) {
+            (Err(error), None) => {
+                if let Some(fault) = error.storage_fault() {
+                    *episode = Some(FaultEpisode { began: now, last: now, refused: 1 });
+                    tracing::error!(
+                        error = %error.report(),
+                        "the database cannot be written: {fault}; nothing of a refused call is stored, workers \
+                         wait and retry (UNAVAILABLE), and the run goes on once it takes writes again"
+                    );
+                }
+            }
+            (Err(error), Some(faulted)) if error.storage_fault().is_some() => {
+                (faulted.last, faulted.refused) = (now, faulted.refused + 1);
+            }
+            (Ok(_), Some(faulted)) if now - faulted.last >= FAULT_OVER_AFTER => {
+                let (refused, seconds) = (faulted.refused, (faulted.last - faulted.began).as_secs());
+                tracing::warn!(refused, seconds, "the database takes writes again: the run goes on");
+                *episode = None;
+            }
+            _ => {}
+        }
+        drop(episode);
+        written
     }
 
     /// The run's counters and answer, or [`StoreError::UnknownRun`].
@@ -125,7 +176,7 @@ impl<B: StorageBackend> JobStore for Store<B> {
     }
 
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError> {
-        self.lease_jobs(run, worker, max, ttl).await
+        self.watched(self.lease_jobs(run, worker, max, ttl).await)
     }
 
     async fn has_work_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError> {
@@ -133,18 +184,18 @@ impl<B: StorageBackend> JobStore for Store<B> {
     }
 
     async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError> {
-        self.extend_leases(worker, tokens, ttl).await
+        self.watched(self.extend_leases(worker, tokens, ttl).await)
     }
 
     async fn complete_many(
         &self,
         completions: &[Completion],
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
-        self.complete_in_group(completions).await
+        self.watched(self.complete_in_group(completions).await)
     }
 
     async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
-        self.fence(completions).await
+        self.watched(self.fence(completions).await)
     }
 
     async fn recount(&self, job: JobId) -> Result<(), StoreError> {
@@ -155,8 +206,23 @@ impl<B: StorageBackend> JobStore for Store<B> {
         Ok(())
     }
 
+    async fn conflicts_waiting(&self, wait: Duration, limit: u32) -> Result<Vec<ConflictWaiting>, StoreError> {
+        let now = now_ms();
+        let unchanged_since = now - wait.as_millis().min(i64::MAX as u128) as i64;
+        let mut waiting = Vec::new();
+        for conflict in self.backend.conflicts_waiting(unchanged_since, now, limit).await? {
+            let census = read_census(conflict.run, &conflict.census)?;
+            waiting.push(ConflictWaiting { job_id: conflict.job, run_id: conflict.run, census, key: conflict.key });
+        }
+        Ok(waiting)
+    }
+
+    async fn decide_conflict(&self, job: JobId, count: u128) -> Result<bool, StoreError> {
+        self.watched(self.decide_by_count(job, count).await)
+    }
+
     async fn fail(&self, job: JobId, token: &str, worker: &str, reason: &str) -> Result<(), StoreError> {
-        self.fail_job(job, token, worker, reason).await
+        self.watched(self.fail_job(job, token, worker, reason).await)
     }
 
     async fn requeue(&self, run: RunId, job: Option<JobId>) -> Result<u64, StoreError> {

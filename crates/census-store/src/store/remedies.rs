@@ -12,6 +12,27 @@ use crate::backend::{
 };
 use crate::{JobId, RunId, StoreError};
 
+/// An identity a transaction quarantined, to be said once it has committed.
+#[derive(Debug)]
+pub(super) struct Quarantined {
+    worker: String,
+    reason: String,
+    /// Jobs of its results reopened, and their runs.
+    reopened: usize,
+    runs: Vec<RunId>,
+}
+
+impl Quarantined {
+    pub(super) fn say(&self) {
+        let (worker, reason) = (&self.worker, &self.reason);
+        tracing::error!(worker, %reason, "identity quarantined: its calls are refused until an operator releases it");
+        if self.reopened > 0 {
+            let (jobs, runs) = (self.reopened, &self.runs);
+            tracing::error!(worker, jobs, ?runs, "the quarantined identity's results are counted again");
+        }
+    }
+}
+
 impl<B: StorageBackend> Store<B> {
     /// Reopens a job flagged with a conflict, or a done or failed job of a
     /// run of stages with every job of the stages after it that holds
@@ -89,38 +110,38 @@ impl<B: StorageBackend> Store<B> {
     /// Every job whose current round holds a result of `worker` that counts
     /// goes back to the queue: what a quarantined identity said is counted
     /// again by someone else before any answer that includes it is final.
-    /// Returns how many jobs.
-    async fn reopen_results_of(&self, tx: &mut B::Tx, worker: &str) -> Result<usize, StoreError> {
+    /// Returns how many jobs, and their runs.
+    async fn reopen_results_of(&self, tx: &mut B::Tx, worker: &str) -> Result<(usize, Vec<RunId>), StoreError> {
         let jobs = self.backend.jobs_counted_by(tx, worker).await?;
         if jobs.is_empty() {
-            return Ok(0);
+            return Ok((0, Vec::new()));
         }
         let runs = self.reopen_jobs(tx, &jobs).await?;
-        tracing::error!(worker, jobs = jobs.len(), ?runs, "the quarantined identity's results are counted again");
-        Ok(jobs.len())
+        Ok((jobs.len(), runs.into_iter().collect()))
     }
 
     /// Quarantines `worker` inside the caller's transaction: its leases are
     /// released at once, and every job whose current result it gave goes
     /// back to the queue, in every run, finished or not (a finished run is
     /// unfinished again until others have counted those jobs). Under the
-    /// identity's lock, so no result of it commits unseen meanwhile.
+    /// identity's lock, so no result of it commits unseen meanwhile. What it
+    /// did is said once the caller's transaction has committed
+    /// ([`Quarantined::say`]), never before: a transaction that fails to
+    /// commit quarantined nobody.
     pub(super) async fn quarantine_in(
         &self,
         tx: &mut B::Tx,
         worker: &str,
         reason: &str,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<Quarantined>, StoreError> {
         // Its leases released and its results reopened: jobs all over the queue.
         self.fronts.forget_all();
         self.lock_identities(tx, [worker]).await?;
-        if self.backend.insert_quarantine(tx, &NewQuarantine { worker, reason, since: now }).await? {
-            tracing::error!(worker, %reason, "identity quarantined: its calls are refused until an operator releases it");
-        }
+        let new = self.backend.insert_quarantine(tx, &NewQuarantine { worker, reason, since: now }).await?;
         self.backend.release_leases(tx, HeldBy::Identity(worker), now).await?;
-        self.reopen_results_of(tx, worker).await?;
-        Ok(())
+        let (reopened, runs) = self.reopen_results_of(tx, worker).await?;
+        Ok(new.then(|| Quarantined { worker: worker.to_string(), reason: reason.to_string(), reopened, runs }))
     }
 
     /// Reopens what every quarantined identity counted, as a quarantine
@@ -130,8 +151,12 @@ impl<B: StorageBackend> Store<B> {
         for entry in self.backend.quarantined().await? {
             let mut tx = self.backend.begin().await?;
             self.lock_identities(&mut tx, [entry.worker.as_str()]).await?;
-            self.reopen_results_of(&mut tx, &entry.worker).await?;
+            let (reopened, runs) = self.reopen_results_of(&mut tx, &entry.worker).await?;
             self.backend.commit(tx).await?;
+            if reopened > 0 {
+                let worker = &entry.worker;
+                tracing::error!(worker, jobs = reopened, ?runs, "the quarantined identity's results are counted again");
+            }
         }
         Ok(())
     }
@@ -168,10 +193,12 @@ impl<B: StorageBackend> Store<B> {
         }
         // Failures are bounded per identity: past the limit it is quarantined.
         let reported = self.backend.failures_of(&mut tx, worker).await?;
+        let mut quarantined = None;
         if let Some(reason) = quarantine_reason(Offence::Failed, reported, &self.config) {
-            self.quarantine_in(&mut tx, worker, &reason, now).await?;
+            quarantined = self.quarantine_in(&mut tx, worker, &reason, now).await?;
         }
         self.backend.commit(tx).await?;
+        quarantined.iter().for_each(Quarantined::say);
         if !exhausted {
             // Back in the queue: the next lease's scan starts no later than it.
             self.fronts.put_back(run, job, std::time::Instant::now());

@@ -306,8 +306,12 @@ impl<B: StorageBackend> Store<B> {
         // By cost, not by jobs: a run's jobs may differ in cost by orders
         // of magnitude (a layers census's map and class jobs). Where every
         // job costs 1 this is the jobs remaining over the jobs a second.
+        // When all that is left is conflicts nobody counts, no rate ends
+        // them (another identity's vote or the coordinator's own count
+        // after its wait does): no ETA, rather than one of a second (issue 44).
         let remaining = progress.cost_total.saturating_sub(progress.cost_done);
-        if progress.cost_per_second > 0.0 && remaining > 0 {
+        let only_conflicts_left = progress.leased == 0 && progress.pending <= progress.conflicts;
+        if progress.cost_per_second > 0.0 && remaining > 0 && !only_conflicts_left {
             progress.eta = Some(Duration::from_secs_f64(remaining as f64 / progress.cost_per_second));
         }
         progress.workers = self.backend.worker_stats(run, crate::WORKERS_LISTED).await?;

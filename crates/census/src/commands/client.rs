@@ -152,7 +152,18 @@ pub fn progress_line(progress: &Progress) -> String {
             progress.rejected
         );
     }
-    let eta = if progress.eta_seconds > 0.0 { format!(", ETA {:.0} s", progress.eta_seconds) } else { String::new() };
+    let eta = if progress.eta_seconds > 0.0 {
+        format!(", ETA {:.0} s", progress.eta_seconds)
+    } else if progress.conflicts > 0 && progress.leased == 0 && progress.pending <= progress.conflicts {
+        // No rate ends them: say what does (issue 44: "ETA 0 s" while a
+        // disagreement waited for a third identity for ever).
+        format!(
+            "; waiting on {} conflicts, each decided by another identity's vote or the coordinator's own count",
+            progress.conflicts
+        )
+    } else {
+        String::new()
+    };
     // Where jobs differ in cost (a layers census), the share of the work
     // done is not the share of the jobs: both are said.
     let cost = if progress.cost_total > 0 && progress.cost_total != progress.jobs_total {
@@ -179,4 +190,26 @@ pub fn progress_line(progress: &Progress) -> String {
 pub fn resume_hint(run: &census_proto::v1::Run) -> String {
     let redundancy = if run.redundancy > 1 { format!(" --redundancy {}", run.redundancy) } else { String::new() };
     format!("census submit --census {:?}{redundancy}", run.census)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 44: two identities that disagree on both jobs of a run, both
+    /// told nothing is left, showed "0/2 jobs done, ... 0 conflicts, ...
+    /// 4.00 jobs/s, ETA 0 s". The line says the conflicts and what ends
+    /// them, and no ETA; while jobs are still counted, the ETA stays.
+    #[test]
+    fn a_run_waiting_on_conflicts_says_so_instead_of_an_eta() {
+        let waiting =
+            Progress { run_id: 1, jobs_total: 2, pending: 2, conflicts: 2, jobs_per_second: 4.0, ..Default::default() };
+        let line = progress_line(&waiting);
+        assert!(line.contains("2 conflicts"), "{line}");
+        assert!(line.contains("waiting on 2 conflicts, each decided by another identity's vote"), "{line}");
+        assert!(!line.contains("ETA"), "{line}");
+        let counting = Progress { pending: 10, jobs_total: 10, eta_seconds: 30.0, ..waiting };
+        let line = progress_line(&counting);
+        assert!(line.ends_with("ETA 30 s") && !line.contains("waiting"), "{line}");
+    }
 }

@@ -60,6 +60,11 @@ pub struct Args {
     /// The share of results the coordinator counts again (0 to 1; 1 checks every result; default: each census's, 1, or 0.01 for 4x3 and 2x6, whose runs need 2 identities to agree instead).
     #[arg(long, env = "CENSUS_VALIDATE_FRACTION", value_parser = parse_fraction)]
     validate_fraction: Option<f64>,
+    /// Seconds a job whose worker identities disagree waits, unchanged, for
+    /// another identity to make a quorum before the coordinator counts it
+    /// itself and its count decides (the disagreeing votes are rejected), 1 to 604800.
+    #[arg(long, env = "CENSUS_CONFLICT_WAIT", default_value_t = CoordinatorConfig::default().conflict_wait.as_secs(), value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    conflict_wait: u64,
     /// Let anyone read runs, progress and results without a token.
     #[arg(long, env = "CENSUS_PUBLIC_READ")]
     public_read: bool,
@@ -249,6 +254,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             lease_ttl: Duration::from_secs(args.lease_ttl),
             auth: AuthConfig { public_read: args.public_read, ..AuthConfig::default() },
             validate_fraction: args.validate_fraction,
+            conflict_wait: Duration::from_secs(args.conflict_wait),
             // It has no tokens of its own: every worker is someone else's.
             trust_local_workers: false,
             tls,

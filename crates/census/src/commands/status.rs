@@ -163,6 +163,9 @@ async fn print_status(client: &mut Client, progress: &Progress) -> anyhow::Resul
         );
     }
     println!("{}", progress_line(progress));
+    for warning in &progress.warnings {
+        println!("  WARNING: {warning}");
+    }
     for name in &progress.quarantined {
         println!("  QUARANTINED: {name} (results rejected; `census token release {name}` lifts it)");
     }
