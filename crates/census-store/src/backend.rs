@@ -293,6 +293,12 @@ pub struct LeaseJobs<'a> {
     /// Pending jobs: only those with this id or a higher one (where the
     /// fresh ones begin: a hint, `store/fronts.rs`); 0 for all.
     pub from: JobId,
+    /// Expired leases: `Some(t)` takes this identity's own expired leases
+    /// only if they expired before `t` (Unix ms), so that another identity
+    /// waiting for the run gets them first (`store/shares.rs`); other
+    /// identities' expired leases are taken whenever they expired. `None`:
+    /// every expired lease.
+    pub own_expired_by: Option<i64>,
 }
 
 /// Whether a job is open to an identity: the identity has not voted on it
@@ -320,7 +326,9 @@ pub struct LeasedJob {
 /// What [`QueueStorage::extend_leases`] extends: the leases of `worker`
 /// with these tokens (each with the job it names), still held at `now`, of
 /// uncancelled runs, to `expires_at` but never past their start plus the
-/// longest lifetime (the larger of `max_lifetime_ms` and the run's own).
+/// longest lifetime: the larger of the run's own and `max_lifetime_ms`, or,
+/// for the runs in `contended` (another identity waits for their jobs,
+/// `store/shares.rs`), `contended_lifetime_ms`.
 #[derive(Debug, Clone, Copy)]
 pub struct ExtendLeases<'a> {
     pub worker: &'a str,
@@ -328,6 +336,10 @@ pub struct ExtendLeases<'a> {
     pub now: i64,
     pub expires_at: i64,
     pub max_lifetime_ms: i64,
+    /// Runs whose leases live `contended_lifetime_ms` at most (or the
+    /// run's own lifetime, where it is longer); sorted.
+    pub contended: &'a [RunId],
+    pub contended_lifetime_ms: i64,
 }
 
 /// Whose leases [`QueueStorage::release_leases`] gives back to the queue.
@@ -728,8 +740,9 @@ pub trait QueueStorage: Transactions {
     async fn leases_counted(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;
     /// Leases up to `wanted` jobs of one run that are [`Waiting`] and
     /// [`OpenTo`] the identity, in id order, skipping jobs other
-    /// transactions hold: each takes a new attempt, a token
-    /// `{salt}-{job id}-{attempt}` and its expiry.
+    /// transactions hold (and, with [`LeaseJobs::own_expired_by`], the
+    /// identity's own leases that expired since): each takes a new
+    /// attempt, a token `{salt}-{job id}-{attempt}` and its expiry.
     async fn lease_jobs(&self, tx: &mut Self::Tx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError>;
     /// Whether any lease of the run has expired by `now` (Unix ms) and is
     /// not yet taken again, in `tx`: after a look that came back short,
@@ -750,7 +763,9 @@ pub trait QueueStorage: Transactions {
     /// The lowest stage of a run of stages holding a pending, a leased and
     /// a failed job, read at once (so the three agree), in `tx` or on its own.
     async fn lowest_stages(&self, tx: Option<&mut Self::Tx>, run: RunId) -> Result<LowestStages, StoreError>;
-    /// Extends the leases [`ExtendLeases`] names; returns the tokens extended.
+    /// Extends the leases [`ExtendLeases`] names, each within its run's
+    /// lifetime (the shorter one of a contended run); returns the tokens
+    /// extended.
     async fn extend_leases(&self, extend: &ExtendLeases<'_>) -> Result<HashSet<String>, StoreError>;
     /// Puts leased jobs back to pending, their leases retired.
     async fn release_leases(&self, tx: &mut Self::Tx, held_by: HeldBy<'_>, now: i64) -> Result<(), StoreError>;
