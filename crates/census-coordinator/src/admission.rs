@@ -14,12 +14,15 @@
 //! costs nothing.
 //!
 //! **A short queue.** A call that finds no free slot waits for one in a
-//! queue (first come, first served), but only while the wait it can expect
-//! there (the calls ahead of it, times the mean time a call holds its slot,
-//! over the slots) is short: 2 s for a new lease, a tenth of the lease TTL
-//! (3 s) for a call about leases held, and never more than
-//! [`AdmissionLimits::waiting`] calls (new leases: half as many). Past
-//! that it is refused at once.
+//! queue (its caller's calls in the order they came, the callers in turn:
+//! `admission/slots.rs`), but only while the wait it can expect there (the
+//! calls ahead of it, times the mean time a call holds its slot, over the
+//! slots) is short: 2 s for a new lease, a tenth of the lease TTL (3 s) for
+//! a call about leases held, and while its caller has fewer calls waiting
+//! than its share of [`AdmissionLimits::waiting`] places (new leases: half
+//! as many), shared among the callers waiting. Past that it is refused at
+//! once. So one caller's flood fills its own share of the queue, not
+//! another's (issue 44).
 //!
 //! **Who goes first.** A call about leases already held (a heartbeat, a
 //! report, a failure) may wait longer, and a quarter of the slots are
@@ -68,13 +71,16 @@
 //! (BENCHMARKS.md, "The coordinator's pace": a fleet offering fifty times
 //! what the store completed slowed to a third before this rule).
 
+mod slots;
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
+pub(crate) use self::slots::CallerKey;
+use self::slots::{Permits, Position, Slots};
 use crate::auth::Need;
 
 /// How many workers' calls use the store at once, and wait for it.
@@ -83,8 +89,10 @@ pub struct AdmissionLimits {
     /// Workers' calls in flight at once, from admission to answer (a
     /// report counting its results again is not in flight).
     pub calls: usize,
-    /// The most calls waiting for a slot (new leases: half as many); within
-    /// it a call waits only while the wait it can expect is short. The
+    /// The most calls waiting for a slot (new leases: half as many), shared
+    /// among the callers waiting (a caller alone may take them all, and the
+    /// others then as many again together); within it a call waits only
+    /// while the wait it can expect is short. The
     /// bound that holds when the calls' past times say little (a store
     /// that stopped answering). More are refused with a retry hint.
     pub waiting: usize,
@@ -133,9 +141,10 @@ pub struct AdmissionCounts {
     pub refused_leases: u64,
     /// The most calls in flight at once: never more than [`AdmissionLimits::calls`].
     pub most_in_flight: usize,
-    /// Calls waiting for a slot now: never more than
+    /// Calls waiting for a slot now: never more than twice
     /// [`AdmissionLimits::waiting`] (reports stepping back in after their
-    /// check aside).
+    /// check aside): a caller alone may fill the queue, and others that come
+    /// then take as many places again.
     pub waiting: usize,
     /// How long a worker's batch is asked to take now (the pace in the
     /// module's documentation).
@@ -185,18 +194,15 @@ const BACKLOG: f64 = 0.25;
 /// The coordinator's admission: the slots, the pace of the hints, the counts.
 pub(crate) struct Admission {
     limits: AdmissionLimits,
-    /// Every admitted call holds one.
-    calls: Arc<Semaphore>,
-    /// A new lease holds one besides.
-    leases: Arc<Semaphore>,
+    /// Every admitted call holds one, a new lease one of its own besides;
+    /// given back, a slot goes to the callers waiting in turn.
+    slots: Slots,
     /// The longest pause each kind is told to make: a held lease's call
     /// comes back well within the lease's time; a new lease within it.
     longest: [Duration; 2],
     /// The longest wait for a slot each kind may expect in the queue.
     queue: [Duration; 2],
     pace: Mutex<Pace>,
-    /// Calls waiting for a slot.
-    waiting: AtomicUsize,
     admitted: AtomicU64,
     refused: [AtomicU64; 2],
     most_in_flight: AtomicUsize,
@@ -231,23 +237,6 @@ struct PaceWindow {
     backlogged: bool,
 }
 
-/// A place in the queue for slots, given up when dropped (admitted, or the
-/// caller gone).
-struct Waiting<'a>(&'a Admission);
-
-impl<'a> Waiting<'a> {
-    fn new(admission: &'a Admission) -> Waiting<'a> {
-        admission.waiting.fetch_add(1, Ordering::SeqCst);
-        Waiting(admission)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// When refused calls are told to come back.
 struct Pace {
     /// The mean seconds a call holds its slot.
@@ -263,12 +252,10 @@ impl Admission {
         let now = Instant::now();
         Arc::new(Admission {
             limits: AdmissionLimits { calls, waiting: limits.waiting },
-            calls: Arc::new(Semaphore::new(calls)),
-            leases: Arc::new(Semaphore::new(limits.new_leases())),
+            slots: Slots::new(calls, limits.new_leases()),
             longest: [(lease_ttl / 10).max(SHORTEST_PUSHBACK), lease_ttl.max(SHORTEST_PUSHBACK)],
             queue: [lease_ttl / 10, LEASE_QUEUE.min(lease_ttl / 10)],
             pace: Mutex::new(Pace { slot_seconds: 0.01, last_turn: [now, now] }),
-            waiting: AtomicUsize::new(0),
             admitted: AtomicU64::new(0),
             refused: [AtomicU64::new(0), AtomicU64::new(0)],
             most_in_flight: AtomicUsize::new(0),
@@ -325,50 +312,38 @@ impl Admission {
         fleet.batch
     }
 
-    /// Admits a call of `kind` into a free slot, or after a short wait
-    /// for one, or refuses it with UNAVAILABLE and the pause to make
-    /// before trying again.
-    pub(crate) async fn admit(self: &Arc<Self>, kind: Kind) -> Result<Admitted, Status> {
-        let slot = match self.free_slot(kind) {
-            Some(slot) => slot,
+    /// Admits a call of `kind` from `caller` into a free slot, or after
+    /// a short wait for one, or refuses it with UNAVAILABLE and the pause
+    /// to make before trying again.
+    pub(crate) async fn admit(self: &Arc<Self>, kind: Kind, caller: CallerKey) -> Result<Admitted, Status> {
+        let permits = match self.slots.take(kind, caller) {
+            Some(permits) => permits,
             None => {
-                let Some(_place) = self.place(kind) else { return Err(self.refuse(kind)) };
-                let lease = match kind {
-                    Kind::Lease => Some(self.leases.clone().acquire_owned().await.expect("never closed")),
-                    Kind::Held => None,
+                let slot_seconds = self.pace.lock().expect("never poisoned").slot_seconds;
+                let Some(place) = self.slots.queue(kind, caller, |at| self.fits(kind, at, slot_seconds)) else {
+                    return Err(self.refuse(kind));
                 };
-                let call = self.calls.clone().acquire_owned().await.expect("the calls' semaphore is never closed");
-                self.slot(call, lease)
+                place.granted().await
             }
         };
-        Ok(Admitted(Arc::new(Mutex::new(Some(slot)))))
+        Ok(Admitted(Arc::new(Mutex::new(Some(self.slot(caller, permits))))))
     }
 
-    /// A slot free now (and of a new lease's share, for one), that nobody
-    /// waits for.
-    fn free_slot(self: &Arc<Self>, kind: Kind) -> Option<Slot> {
-        let lease = match kind {
-            Kind::Lease => Some(self.leases.clone().try_acquire_owned().ok()?),
-            Kind::Held => None,
-        };
-        let call = self.calls.clone().try_acquire_owned().ok()?;
-        Some(self.slot(call, lease))
-    }
-
-    /// A place in the queue for a call of `kind`, if the wait it can expect
-    /// there is within its kind's bound and the queue is not full.
-    fn place(&self, kind: Kind) -> Option<Waiting<'_>> {
-        let slot_seconds = self.pace.lock().expect("never poisoned").slot_seconds;
+    /// Whether a call of `kind` may wait at `position` in the queue: the
+    /// wait it can expect there (the calls ahead of it, each holding its
+    /// slot for `slot_seconds`, over the slots) is within its kind's bound,
+    /// its caller has fewer calls waiting than its share of the queue's
+    /// places (all of them for a caller alone), and the queue is not twice
+    /// full.
+    fn fits(&self, kind: Kind, position: Position, slot_seconds: f64) -> bool {
         let (slots, longest) = (self.slots(kind) as f64, self.queue[kind as usize].as_secs_f64());
         let most = match kind {
             Kind::Held => self.limits.waiting,
             Kind::Lease => self.limits.waiting / 2,
         };
-        let waits = |ahead: usize| {
-            let expected = (ahead + 1) as f64 * slot_seconds / slots;
-            (ahead < most && expected <= longest).then_some(ahead + 1)
-        };
-        self.waiting.fetch_update(Ordering::SeqCst, Ordering::SeqCst, waits).ok().map(|_| Waiting(self))
+        let share = (most / (position.others + 1)).max(1).min(most);
+        let expected = (position.ahead + 1) as f64 * slot_seconds / slots;
+        expected <= longest && position.mine < share && position.waiting < 2 * most
     }
 
     /// The slots a call of `kind` may take.
@@ -379,11 +354,10 @@ impl Admission {
         }
     }
 
-    fn slot(self: &Arc<Self>, call: OwnedSemaphorePermit, lease: Option<OwnedSemaphorePermit>) -> Slot {
+    fn slot(self: &Arc<Self>, caller: CallerKey, permits: Permits) -> Slot {
         self.admitted.fetch_add(1, Ordering::Relaxed);
-        let in_flight = self.limits.calls - self.calls.available_permits();
-        self.most_in_flight.fetch_max(in_flight, Ordering::Relaxed);
-        Slot { admission: self.clone(), permits: Some((call, lease)), since: Instant::now() }
+        self.most_in_flight.fetch_max(self.slots.counts().0, Ordering::Relaxed);
+        Slot { admission: self.clone(), caller, permits: Some(permits), since: Instant::now() }
     }
 
     /// The refusal of a call of `kind`, with its turn.
@@ -431,7 +405,7 @@ impl Admission {
             refused_held: self.refused[Kind::Held as usize].load(Ordering::Relaxed),
             refused_leases: self.refused[Kind::Lease as usize].load(Ordering::Relaxed),
             most_in_flight: self.most_in_flight.load(Ordering::Relaxed),
-            waiting: self.waiting.load(Ordering::SeqCst),
+            waiting: self.slots.counts().1,
             batch_pace,
         }
     }
@@ -456,14 +430,16 @@ fn next_batch(batch: Duration, window: PaceWindow, longest: Duration) -> Duratio
 /// A call's place: the permits it holds while in flight.
 struct Slot {
     admission: Arc<Admission>,
-    permits: Option<(OwnedSemaphorePermit, Option<OwnedSemaphorePermit>)>,
+    caller: CallerKey,
+    permits: Option<Permits>,
     since: Instant,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if self.permits.take().is_some() {
+        if let Some(permits) = self.permits.take() {
             self.admission.left(self.since.elapsed());
+            self.admission.slots.give_back(permits);
         }
     }
 }
@@ -481,21 +457,23 @@ impl Admitted {
     /// in the queue (a slot given back goes to who waits first), but never
     /// refused: the call was admitted once.
     pub(crate) async fn outside<T>(&self, work: impl Future<Output = T>) -> T {
-        let Some(admission) = self.leave() else { return work.await };
+        let Some((admission, caller)) = self.leave() else { return work.await };
         let done = work.await;
-        let _place = Waiting::new(&admission);
-        let call = admission.calls.clone().acquire_owned().await.expect("the calls' semaphore is never closed");
-        let slot = Slot { admission: admission.clone(), permits: Some((call, None)), since: Instant::now() };
+        let permits = match admission.slots.back_in(caller) {
+            Ok(permits) => permits,
+            Err(place) => place.granted().await,
+        };
+        let slot = Slot { admission: admission.clone(), caller, permits: Some(permits), since: Instant::now() };
         *self.0.lock().expect("never poisoned") = Some(slot);
         done
     }
 
-    /// Gives the slot back; the admission it was of, if any.
-    fn leave(&self) -> Option<Arc<Admission>> {
+    /// Gives the slot back; the admission it was of, and whose call it is.
+    fn leave(&self) -> Option<(Arc<Admission>, CallerKey)> {
         let slot = self.0.lock().expect("never poisoned").take()?;
-        let admission = slot.admission.clone();
+        let left = (slot.admission.clone(), slot.caller);
         drop(slot);
-        Some(admission)
+        Some(left)
     }
 
     /// Gives the slot back now (the call is answered).
@@ -520,7 +498,7 @@ mod tests {
 
     /// A call admitted or refused at once.
     fn now(admission: &Arc<Admission>, kind: Kind) -> Result<Admitted, Status> {
-        match poll(&mut Box::pin(admission.admit(kind))) {
+        match poll(&mut Box::pin(admission.admit(kind, CallerKey::default()))) {
             Poll::Ready(admitted) => admitted,
             Poll::Pending => panic!("a {kind:?} call waits"),
         }
@@ -550,7 +528,7 @@ mod tests {
         admission.pace.lock().unwrap().slot_seconds = 4.0;
         let leases: Vec<Admitted> = (0..3).map(|_| now(&admission, Kind::Lease).expect("a lease slot")).collect();
         // A fourth lease waits (1.33 s); a fifth would wait 2.67 s: refused.
-        let mut fourth = Box::pin(admission.admit(Kind::Lease));
+        let mut fourth = Box::pin(admission.admit(Kind::Lease, CallerKey::default()));
         assert!(poll(&mut fourth).is_pending());
         let refused = now(&admission, Kind::Lease).err().expect("past the lease's queue");
         assert!(hint(&refused) >= SHORTEST_PUSHBACK);
@@ -558,7 +536,7 @@ mod tests {
         let held = now(&admission, Kind::Held).expect("the held leases' slot");
         // Calls about held leases wait while the lease and they ahead keep
         // them within 3 s: two more; the next is refused.
-        let mut waiting: Vec<_> = (0..2).map(|_| Box::pin(admission.admit(Kind::Held))).collect();
+        let mut waiting: Vec<_> = (0..2).map(|_| Box::pin(admission.admit(Kind::Held, CallerKey::default()))).collect();
         for call in &mut waiting {
             assert!(poll(call).is_pending(), "waits for a slot");
         }
@@ -597,7 +575,7 @@ mod tests {
         let admission = Admission::new(AdmissionLimits { calls: 2, waiting: 8 }, TTL);
         admission.pace.lock().unwrap().slot_seconds = 0.0;
         let _in_flight: Vec<Admitted> = (0..2).map(|_| now(&admission, Kind::Held).expect("a slot")).collect();
-        let mut waiting: Vec<_> = (0..8).map(|_| Box::pin(admission.admit(Kind::Held))).collect();
+        let mut waiting: Vec<_> = (0..8).map(|_| Box::pin(admission.admit(Kind::Held, CallerKey::default()))).collect();
         for call in &mut waiting {
             assert!(poll(call).is_pending());
         }
@@ -610,7 +588,7 @@ mod tests {
     fn a_caller_that_gives_up_waiting_leaves_the_queue() {
         let admission = Admission::new(AdmissionLimits::with_calls(1), TTL);
         let _held = now(&admission, Kind::Held).expect("the one slot");
-        let mut waiting = Box::pin(admission.admit(Kind::Held));
+        let mut waiting = Box::pin(admission.admit(Kind::Held, CallerKey::default()));
         assert!(poll(&mut waiting).is_pending());
         assert_eq!(admission.counts().waiting, 1);
         drop(waiting);
@@ -648,7 +626,7 @@ mod tests {
         assert!(poll(&mut checking).is_pending(), "checked, waiting for a slot");
         // The slot the other call gives back goes to the report, not to a new call.
         other.release();
-        let mut lease = Box::pin(admission.admit(Kind::Lease));
+        let mut lease = Box::pin(admission.admit(Kind::Lease, CallerKey::default()));
         assert!(poll(&mut lease).is_pending(), "a new lease waits behind the report");
         assert_eq!(poll(&mut checking), Poll::Ready(()));
         report.release();

@@ -161,6 +161,16 @@ pub struct Coordinator {
     folding: tokio::sync::Mutex<()>,
     /// How many times an answer was folded from the results for a reader.
     answers_folded: std::sync::atomic::AtomicU64,
+    /// The reports being recorded now.
+    recording: worker_api::Recording,
+}
+
+/// The reports a coordinator is recording now, and the results they hold
+/// ([`Coordinator::reports_in_progress`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReportsInProgress {
+    pub reports: usize,
+    pub results: usize,
 }
 
 /// The most finished runs whose folded answers are kept.
@@ -184,6 +194,7 @@ impl Coordinator {
             finished: Default::default(),
             folding: Default::default(),
             answers_folded: Default::default(),
+            recording: Default::default(),
         })
     }
 
@@ -212,6 +223,13 @@ impl Coordinator {
     /// its answer version changes).
     pub fn answers_folded(&self) -> u64 {
         self.answers_folded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The reports being recorded now and the results they hold: what the
+    /// coordinator keeps in memory for its workers' reports (a report whose
+    /// caller has gone keeps only the results whose leases it held).
+    pub fn reports_in_progress(&self) -> ReportsInProgress {
+        self.recording.now()
     }
 
     /// How many results this coordinator has counted again (checked), so

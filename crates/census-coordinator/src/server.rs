@@ -10,7 +10,7 @@ use census_proto::v1::worker_service_server::WorkerServiceServer;
 use census_store::JobStore;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
-use crate::admission::{self, Admitted};
+use crate::admission::{self, Admitted, CallerKey};
 use crate::auth::{self, Need};
 use crate::{Api, Coordinator, status_page};
 
@@ -187,8 +187,11 @@ where
             };
             // Admitted (or refused) before anything touches the store, the
             // credential's check included: a refusal costs no connection.
+            // The caller is its credential as presented, unchecked: its
+            // calls wait their turn behind each other, not before others'.
+            let caller = CallerKey::of(request.headers().get(http::header::AUTHORIZATION).map(|v| v.as_bytes()));
             let admitted = match admission::Kind::of(request.uri().path(), need) {
-                Some(kind) => match coordinator.admission.admit(kind).await {
+                Some(kind) => match coordinator.admission.admit(kind, caller).await {
                     Ok(admitted) => admitted,
                     Err(refused) => return Ok(refused.into_http()),
                 },

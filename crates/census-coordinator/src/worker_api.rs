@@ -12,11 +12,14 @@ use census_proto::v1::{
 use census_store::{CompleteOutcome, Completion, LeaseCheck, StoreError};
 use tonic::{Request, Response, Status};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::admission::Admitted;
 use crate::auth::Caller;
 use crate::convert::{accepted_message, completion_of, job_message, outcome_of};
 use crate::limits::{self, MAX_BATCH, MAX_REASON_LEN, MAX_TOKEN_LEN};
-use crate::{Api, status_of};
+use crate::{Api, Coordinator, ReportsInProgress, status_of};
 
 impl Api {
     /// Records results: the store fences them first (cheap), then only the
@@ -28,15 +31,19 @@ impl Api {
     /// again, which uses no connection and may take long.
     ///
     /// All of it runs in a task of its own, which keeps the call's slot:
-    /// once begun, a report is checked and written to its end even if the
-    /// caller goes away (its deadline passes), and a repeated report finds
-    /// it recorded. A run's last batch folds the whole run in its
-    /// transaction, longer than a worker's call may take at 10^7 jobs;
-    /// cancelled with the call, it was rolled back and begun again by every
-    /// retry. And at a congested coordinator every caller's deadline passed
-    /// while the reports before its own were counted again: each retry began
-    /// again at the back, and nothing was recorded at all (BENCHMARKS.md,
-    /// "A run that stops at 10,000 workers").
+    /// once begun, a report's results whose leases its sender holds are
+    /// checked and written to their end even if the caller goes away (its
+    /// deadline passes), and a repeated report finds them recorded. A
+    /// run's last batch folds the whole run in its transaction, longer than
+    /// a worker's call may take at 10^7 jobs; cancelled with the call, it
+    /// was rolled back and begun again by every retry. And at a congested
+    /// coordinator every caller's deadline passed while the reports before
+    /// its own were counted again: each retry began again at the back, and
+    /// nothing was recorded at all (BENCHMARKS.md, "A run that stops at
+    /// 10,000 workers"). The rest of a report whose caller has gone (results
+    /// of leases not held, which could only be refused or found repeated)
+    /// is dropped: a flood of stale reports whose callers gave up kept the
+    /// store busy for 18 s after it ended (issue 44).
     async fn record(
         &self,
         caller: &Caller,
@@ -44,18 +51,32 @@ impl Api {
         completions: Vec<Completion>,
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, Status> {
         let (coordinator, caller, admitted) = (self.0.clone(), caller.clone(), admitted.clone());
-        let recording =
-            tokio::spawn(async move { Api(coordinator).record_to_the_end(&caller, &admitted, completions).await });
-        recording.await.map_err(|e| Status::internal(format!("recording the results panicked: {e}")))?
+        // The caller is there while this call's future is: its leaving drops it.
+        let present = std::sync::Arc::new(());
+        let waits = std::sync::Arc::downgrade(&present);
+        let counted = Recorded::begin(&coordinator, completions.len());
+        let recording = tokio::spawn(async move {
+            let _counted = counted;
+            Api(coordinator).record_to_the_end(&caller, &admitted, completions, waits).await
+        });
+        let recorded = recording.await.map_err(|e| Status::internal(format!("recording the results panicked: {e}")))?;
+        drop(present);
+        recorded
     }
 
-    /// [`Api::record`]'s work, whoever waits for it.
+    /// [`Api::record`]'s work, whoever waits for it (`caller_waits`: while
+    /// anyone does).
     async fn record_to_the_end(
         &self,
         caller: &Caller,
         admitted: &Admitted,
         completions: Vec<Completion>,
+        caller_waits: std::sync::Weak<()>,
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, Status> {
+        if caller_waits.strong_count() == 0 {
+            // Gone before anything was looked at: nothing of it was begun.
+            return Err(Status::cancelled("the caller gave up before its report was looked at"));
+        }
         let checks = self.0.store.check_leases(&completions).await.map_err(status_of)?;
         let mut outcomes: Vec<Option<Result<CompleteOutcome, StoreError>>> = Vec::with_capacity(completions.len());
         let (mut held, mut late, mut held_at, mut late_at) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -76,6 +97,15 @@ impl Api {
             };
             outcomes.push(refused.map(Err));
         }
+        if caller_waits.strong_count() == 0 {
+            // Nobody waits for what the late results would be told.
+            for (i, completion) in late_at.drain(..).zip(late.drain(..)) {
+                outcomes[i] = Some(Err(StoreError::StaleToken { job: completion.job_id }));
+            }
+        }
+        if held.is_empty() && late.is_empty() {
+            return Ok(outcomes.into_iter().map(|o| o.expect("every completion has an outcome")).collect());
+        }
         let mut checked = if held.is_empty() { held } else { admitted.outside(self.0.validate(caller, held)).await? };
         checked.append(&mut late);
         held_at.append(&mut late_at);
@@ -87,6 +117,41 @@ impl Api {
             outcomes[i] = Some(outcome);
         }
         Ok(outcomes.into_iter().map(|o| o.expect("every completion has an outcome")).collect())
+    }
+}
+
+/// The reports being recorded now, and the results they hold: what the
+/// coordinator keeps in memory for its callers' reports.
+#[derive(Debug, Default)]
+pub(crate) struct Recording {
+    reports: AtomicUsize,
+    results: AtomicUsize,
+}
+
+impl Recording {
+    pub(crate) fn now(&self) -> ReportsInProgress {
+        ReportsInProgress { reports: self.reports.load(Ordering::SeqCst), results: self.results.load(Ordering::SeqCst) }
+    }
+}
+
+/// A report being recorded, counted in [`Recording`] until it is dropped.
+struct Recorded {
+    coordinator: Arc<Coordinator>,
+    results: usize,
+}
+
+impl Recorded {
+    fn begin(coordinator: &Arc<Coordinator>, results: usize) -> Recorded {
+        coordinator.recording.reports.fetch_add(1, Ordering::SeqCst);
+        coordinator.recording.results.fetch_add(results, Ordering::SeqCst);
+        Recorded { coordinator: coordinator.clone(), results }
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        self.coordinator.recording.reports.fetch_sub(1, Ordering::SeqCst);
+        self.coordinator.recording.results.fetch_sub(self.results, Ordering::SeqCst);
     }
 }
 

@@ -39,6 +39,8 @@ struct Gated {
     reports: tokio::sync::Semaphore,
     /// Calls that reached `complete_many`.
     reported: tokio::sync::Notify,
+    /// The results that reached `complete_many`.
+    written: AtomicUsize,
     /// `check_leases` waits here (open unless asked).
     fences: tokio::sync::Semaphore,
     /// Calls that reached `check_leases`.
@@ -65,6 +67,7 @@ impl Gated {
             came: tokio::sync::Notify::new(),
             reports: tokio::sync::Semaphore::new(open),
             reported: tokio::sync::Notify::new(),
+            written: AtomicUsize::new(0),
         }
     }
 }
@@ -125,6 +128,7 @@ impl JobStore for Gated {
         completions: &[Completion],
     ) -> Result<Vec<Result<CompleteOutcome, StoreError>>, StoreError> {
         self.reported.notify_one();
+        self.written.fetch_add(completions.len(), Ordering::SeqCst);
         drop(self.reports.acquire().await.unwrap());
         self.inner.complete_many(completions).await
     }
@@ -421,4 +425,77 @@ async fn report_and_give_up(when: GiveUp) {
     .await
     .expect("the report is recorded and the run finished");
     assert_eq!(inner.total(run).await.unwrap().answer, Some(census_math::synthetic::expected_answer(1, 5)));
+}
+
+/// The result a worker reports for `job`: its true count.
+fn result_of(job: &Job) -> JobResult {
+    let census: Census = job.census.parse().unwrap();
+    JobResult {
+        job_id: job.job_id,
+        token: job.token.clone(),
+        count: census.job_counter().count(&job.key).unwrap().to_string(),
+        key: job.key.clone(),
+        counter_version: census.counter_version(),
+        ..JobResult::default()
+    }
+}
+
+/// A report whose caller has given up is finished for the leases it held
+/// only: its results of leases not held, which could only be refused or
+/// found repeated, are dropped, not written (issue 44: a flood of stale
+/// reports whose callers had given up kept the store busy for 18 s after
+/// it ended, and the coordinator's memory with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_whose_caller_gave_up_drops_its_results_of_leases_not_held() {
+    let inner = sqlite_store().await;
+    let store = Arc::new(Gated::waiting(inner.clone(), false, true));
+    store.open();
+    let coordinator = Coordinator::new(store.clone(), CoordinatorConfig::default());
+    let run = coordinator.create_run("synthetic jobs=2 salt=5".parse().unwrap(), 1).await.unwrap().run_id;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
+    let token = generate_token();
+    inner.create_token("w", Role::Worker, &hash_token(&token)).await.unwrap();
+    let config = ClientConfig { url, token: Some(token), ..ClientConfig::default() };
+    let mut worker = WorkerServiceClient::new(census_proto::client::connect_lazy(&config).unwrap());
+    let leased = worker
+        .lease_jobs(LeaseJobsRequest { worker_id: String::new(), max_jobs: 2, run_id: run })
+        .await
+        .unwrap()
+        .into_inner();
+    let results: Vec<JobResult> = leased.jobs.iter().map(result_of).collect();
+    assert_eq!(results.len(), 2);
+    // The first is recorded: reported again, it is a result of a lease not held.
+    let first = &results[0];
+    let recorded = Completion {
+        job_id: first.job_id,
+        token: first.token.clone(),
+        worker: "w".into(),
+        key: first.key.clone(),
+        counter_version: first.counter_version.clone(),
+        count: first.count.parse().unwrap(),
+        elapsed: Duration::from_millis(1),
+        checked_count: None,
+    };
+    assert_eq!(inner.complete(&recorded).await.unwrap(), CompleteOutcome::Recorded);
+
+    // The report of both waits at its check until its caller's deadline
+    // has passed (the coordinator answers once the call is dropped).
+    let mut report = tonic::Request::new(CompleteJobsRequest { worker_id: String::new(), results });
+    report.set_timeout(Duration::from_secs(2));
+    let reached = store.fenced.notified();
+    let call = tokio::spawn(async move { worker.complete_jobs(report).await });
+    tokio::time::timeout(HANG, reached).await.expect("the report reaches its check");
+    let gave_up = tokio::time::timeout(HANG, call).await.unwrap().unwrap().expect_err("the caller's deadline passed");
+    assert!(matches!(gave_up.code(), Code::Cancelled | Code::DeadlineExceeded), "{gave_up:?}");
+    store.fences.add_permits(1);
+    tokio::time::timeout(HANG, async {
+        while !inner.run(run).await.unwrap().is_final || coordinator.reports_in_progress().reports > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the held lease's result is recorded and the report ends");
+    assert_eq!(store.written.load(Ordering::SeqCst), 1, "the held lease's result only");
 }

@@ -1259,6 +1259,73 @@ async fn one_token_failing_every_job_cannot_stall_a_run(store: Arc<dyn JobStore>
     assert!(!h.result(other).await.r#final);
 }
 
+/// One token leased all 440 jobs of a run and heartbeated them; when their
+/// lifetime ended it leased them again at once, and an honest worker got 1
+/// job in 70 s (issue 44). While the honest worker waits, the hoarder's
+/// leases end one lease TTL after they began, heartbeated or not, go to the
+/// waiting worker first, and each is handed half of what is open.
+async fn a_hoarding_token_cannot_starve_an_honest_worker(store: Arc<dyn JobStore>) {
+    const TTL: Duration = Duration::from_secs(1);
+    let h = Harness::start(store, CoordinatorConfig { lease_ttl: TTL, ..CoordinatorConfig::default() }).await;
+    let run = h.create_run(1).await;
+    let mut hoarder = h.worker(&h.token("hoarder", Role::Worker).await);
+    let mut honest = h.worker(&h.token("honest", Role::Worker).await);
+    let leased_at = std::time::Instant::now();
+    let held = lease(&mut hoarder, run, 1000).await;
+    assert_eq!(held.len(), 440);
+    let ask = |max_jobs| LeaseJobsRequest { worker_id: String::new(), max_jobs, run_id: run };
+    let waits = honest.lease_jobs(ask(1000)).await.unwrap().into_inner();
+    assert!(waits.jobs.is_empty() && !waits.idle, "the honest worker waits: {waits:?}");
+    // Heartbeated half-way, the hoarder's leases still end one TTL after
+    // they began (where nobody waits, half a TTL later).
+    tokio::time::sleep(TTL / 2).await;
+    let tokens = held.iter().map(|job| job.token.clone()).collect();
+    hoarder.heartbeat(HeartbeatRequest { worker_id: String::new(), tokens }).await.unwrap();
+    tokio::time::sleep((TTL + Duration::from_millis(200)).saturating_sub(leased_at.elapsed())).await;
+    let again = hoarder.lease_jobs(ask(1000)).await.unwrap().into_inner();
+    assert!(again.jobs.is_empty() && !again.idle, "the hoarder takes none back, and waits: {}", again.jobs.len());
+    assert_eq!(lease(&mut honest, run, 1000).await.len(), 220, "half of the 440 open jobs go to the honest worker");
+}
+
+/// 2,000 reports of 10,000 stale lease tokens each were all answered as
+/// lost leases and cost their sender nothing, while an honest worker's
+/// results fell by 99 % (issue 44). Past what an honest identity could
+/// report (the 10,000 leases it may hold and twice those it was granted),
+/// its reports are refused unread, each a rejection, and three quarantine it.
+async fn a_flood_of_stale_reports_is_refused_and_quarantines(store: Arc<dyn JobStore>) {
+    let h = Harness::start(store, CoordinatorConfig::default()).await;
+    let run = h.create_run(1).await;
+    let mut flooder = h.worker(&h.token("flooder", Role::Worker).await);
+    let mine = lease(&mut flooder, run, 2).await;
+    let results: Vec<JobResult> = mine.iter().map(|job| report(job, true_count(job))).collect();
+    for outcome in complete(&mut flooder, results.clone()).await {
+        assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+    }
+    // 10,005 repeats of its own stale tokens: each answered, none recorded.
+    for repeats in [5_000, 5_000, 5] {
+        let flood: Vec<JobResult> = results.iter().cycle().take(repeats).cloned().collect();
+        let outcomes = complete(&mut flooder, flood).await;
+        assert!(outcomes.iter().all(|o| o.status != Outcome::Recorded as i32));
+    }
+    for _ in 0..3 {
+        let refused = one_off(
+            flooder.complete_jobs(CompleteJobsRequest { worker_id: String::new(), results: results.clone() }).await,
+        );
+        assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+        assert!(refused.message().contains("leases it did not hold"), "{refused:?}");
+    }
+    let refused = one_off(flooder.complete_jobs(CompleteJobsRequest { worker_id: String::new(), results }).await);
+    assert_eq!(refused.code(), Code::PermissionDenied, "quarantined: {refused:?}");
+    assert_eq!(h.coordinator.reports_in_progress(), census_coordinator::ReportsInProgress::default());
+
+    // An honest identity is not touched.
+    let mut honest = h.worker(&h.token("honest", Role::Worker).await);
+    let jobs = lease(&mut honest, run, 3).await;
+    for outcome in complete(&mut honest, jobs.iter().map(|job| report(job, true_count(job))).collect()).await {
+        assert_eq!(outcome.status, Outcome::Recorded as i32, "{outcome:?}");
+    }
+}
+
 async fn sqlite_store(config: StoreConfig) -> Arc<dyn JobStore> {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("census-hostile-{}", std::process::id()));
@@ -1323,6 +1390,8 @@ on_both_backends!(
     the_status_page_says_which_run_is_the_9x9_count,
     classes_are_read_a_page_at_a_time,
     the_status_page_never_waits_for_a_fold,
+    a_hoarding_token_cannot_starve_an_honest_worker,
+    a_flood_of_stale_reports_is_refused_and_quarantines,
 );
 
 /// While Postgres is down, health says NOT_SERVING and calls fail with

@@ -379,6 +379,12 @@ pub struct LeaseJobs<'a> {
     /// Pending jobs: only those with this id or a higher one (where the
     /// fresh ones begin: a hint, `store/fronts.rs`); 0 for all.
     pub from: JobId,
+    /// Expired leases: `Some(t)` takes this identity's own expired leases
+    /// only if they expired before `t` (Unix ms), so that another identity
+    /// waiting for the run gets them first (`store/shares.rs`); other
+    /// identities' expired leases are taken whenever they expired. `None`:
+    /// every expired lease.
+    pub own_expired_by: Option<i64>,
 }
 
 /// Whether a job is open to an identity: the identity has not voted on it
@@ -406,7 +412,9 @@ pub struct LeasedJob {
 /// What [`QueueStorage::extend_leases`] extends: the leases of `worker`
 /// with these tokens (each with the job it names), still held at `now`, of
 /// uncancelled runs, to `expires_at` but never past their start plus the
-/// longest lifetime (the larger of `max_lifetime_ms` and the run's own).
+/// longest lifetime: the larger of the run's own and `max_lifetime_ms`, or,
+/// for the runs in `contended` (another identity waits for their jobs,
+/// `store/shares.rs`), `contended_lifetime_ms`.
 #[derive(Debug, Clone, Copy)]
 pub struct ExtendLeases<'a> {
     pub worker: &'a str,
@@ -414,6 +422,10 @@ pub struct ExtendLeases<'a> {
     pub now: i64,
     pub expires_at: i64,
     pub max_lifetime_ms: i64,
+    /// Runs whose leases live `contended_lifetime_ms` at most (or the
+    /// run's own lifetime, where it is longer); sorted.
+    pub contended: &'a [RunId],
+    pub contended_lifetime_ms: i64,
 }
 
 /// Whose leases [`QueueStorage::release_leases`] gives back to the queue.
@@ -860,7 +872,9 @@ pub trait QueueStorage: Transactions {
     /// oldest expiry first. Jobs other transactions hold are skipped, not
     /// waited for. Each becomes leased to `worker`, its attempt one more,
     /// its token `{token_salt}-{job id}-{attempt}`, started at `now`,
-    /// expiring at `expires_at`. Returns them.
+    /// expiring at `expires_at`. With [`LeaseJobs::own_expired_by`], the
+    /// identity's own leases that expired since then are left to others.
+    /// Returns them.
     async fn lease_jobs(&self, tx: &mut Self::Tx, lease: &LeaseJobs<'_>) -> Result<Vec<LeasedJob>, StoreError>;
     /// Whether any job of the run is leased with a lease expired before
     /// `now` (so not taken again yet), in `tx`: after a look that came
@@ -888,7 +902,7 @@ pub trait QueueStorage: Transactions {
     /// `now` with that token (leased, its owner, not expired), of runs not
     /// cancelled, to `expires_at` but never past the lease's start plus
     /// the longest lifetime (the larger of `max_lifetime_ms` and the run's
-    /// own), and none whose start plus that lifetime is `now` or earlier.
+    /// own; the shorter one of a contended run), and none whose start plus that lifetime is `now` or earlier.
     /// Returns the tokens extended; the rest are left as they are.
     async fn extend_leases(&self, extend: &ExtendLeases<'_>) -> Result<HashSet<String>, StoreError>;
     /// Puts every leased job of the run, or of the identity ([`HeldBy`]),

@@ -563,7 +563,10 @@ pub trait JobStore: Send + Sync {
     /// Leases up to `max` pending (or expired) jobs of any unfinished run, or of `run` only.
     /// In a run of stages (`Census::stage_count` > 1) only jobs of its open
     /// stage are leased: the lowest stage that holds a job not done, since
-    /// a job reads what the stage before it accepted.
+    /// a job reads what the stage before it accepted. While another
+    /// identity waits for a run's jobs (it was told [`JobStore::has_work_for`]),
+    /// `worker` is handed at most its fair share of them, and none of its
+    /// own leases that expired within `ttl` (`store/shares.rs`).
     async fn lease(&self, run: Option<RunId>, worker: &str, max: u32, ttl: Duration) -> Result<Vec<Lease>, StoreError>;
     /// Whether any unfinished, uncancelled run (or `run` only) holds a job
     /// that `worker` could still be handed: pending or leased (a lease may
@@ -575,7 +578,9 @@ pub trait JobStore: Send + Sync {
     /// the stages below are done, by whoever counts them), but nothing does
     /// while the open stage holds only failed jobs (they wait for a requeue).
     async fn has_work_for(&self, worker: &str, run: Option<RunId>) -> Result<bool, StoreError>;
-    /// Extends the leases still held by `worker`.
+    /// Extends the leases still held by `worker`; where another identity
+    /// waits for a run's jobs, never past one `ttl` after they began (or the
+    /// run's own lifetime, where it is longer).
     async fn heartbeat(&self, worker: &str, tokens: &[String], ttl: Duration) -> Result<HeartbeatOutcome, StoreError>;
     /// Records a result, marks the job done and adds to its class, in one
     /// transaction; the last job's transaction folds the answer.
@@ -595,7 +600,10 @@ pub trait JobStore: Send + Sync {
     /// before it counts a result again. A token the store never issued for
     /// that job to that identity ([`LeaseCheck::Forged`]) is recorded as a
     /// rejection against the identity in the same call, so a sender of
-    /// made-up tokens ends quarantined like a sender of wrong counts.
+    /// made-up tokens ends quarantined like a sender of wrong counts. An
+    /// identity that reported more results of leases it did not hold than it
+    /// honestly could has its reports refused unread
+    /// ([`StoreError::Rejected`]), each refusal a rejection against it.
     async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError>;
     /// Resolves a conflict by counting the job again: its accepted count is
     /// taken out of its class (and the total, if the run had finished) and

@@ -37,6 +37,7 @@ mod costs;
 pub mod fixtures;
 pub mod operations;
 mod queue;
+mod shares;
 mod staged;
 mod store;
 mod streamed;
@@ -129,6 +130,9 @@ properties!(
     queue::jobs_put_back_are_leased_before_the_fresh_jobs_behind_them,
     queue::an_expired_lease_one_identity_cannot_take_goes_to_the_next,
     queue::a_job_a_full_scan_passed_goes_to_the_next_identity,
+    shares::a_hoarders_expired_leases_go_first_to_who_waits_and_in_shares,
+    shares::a_contended_lease_lives_one_ttl_however_heartbeated,
+    shares::reports_of_leases_not_held_past_a_bound_are_refused_and_quarantine with capped,
 );
 
 /// Checks every property of the suite, each on a new empty store that

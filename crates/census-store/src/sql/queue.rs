@@ -111,6 +111,14 @@ impl QueueStorage for SqlBackend {
         // Pending jobs from the run's front (`store/fronts.rs`), past the
         // entries earlier leases left in the index.
         let (waiting, order) = match lease.waiting {
+            // The identity's own leases only once they expired before $6
+            // (another identity waits: `store/shares.rs`).
+            Waiting::Expired if lease.own_expired_by.is_some() => (
+                "j.run_id = $5 AND j.state = 'leased' AND j.lease_expires_at < $3
+                 AND (j.lease_owner <> $1 OR j.lease_expires_at < $6)"
+                    .to_string(),
+                "j.lease_expires_at, j.id",
+            ),
             Waiting::Expired => (
                 "j.run_id = $5 AND j.state = 'leased' AND j.lease_expires_at < $3".to_string(),
                 "j.lease_expires_at, j.id",
@@ -142,8 +150,10 @@ impl QueueStorage for SqlBackend {
             .bind(lease.now)
             .bind(lease.token_salt)
             .bind(lease.run);
-        if lease.waiting == Waiting::Pending {
-            query = query.bind(lease.from);
+        match (lease.waiting, lease.own_expired_by) {
+            (Waiting::Pending, _) => query = query.bind(lease.from),
+            (Waiting::Expired, Some(by)) => query = query.bind(by),
+            (Waiting::Expired, None) => {}
         }
         let rows = query.fetch_all(&mut **tx).await.db()?;
         Ok(rows
@@ -251,9 +261,17 @@ impl QueueStorage for SqlBackend {
             // 48,000 buffers a call at 10,000 workers, BENCHMARKS.md). A
             // token names its job, so a row whose token is in the list is
             // the row that token names.
+            // Runs another identity waits for: their leases live
+            // $5 at most, unless the run's own lifetime is longer.
+            let fixed = 5 + usize::from(!extend.contended.is_empty()) * (1 + extend.contended.len());
+            let limit = if extend.contended.is_empty() {
+                "$4".to_string()
+            } else {
+                format!("CASE WHEN jobs.run_id IN ({}) THEN $5 ELSE $4 END", placeholders(6, extend.contended.len()))
+            };
             let lifetime = self
                 .dialect
-                .greatest("$4", "COALESCE((SELECT r.max_lease_ms FROM runs r WHERE r.id = jobs.run_id), 0)");
+                .greatest(&limit, "COALESCE((SELECT r.max_lease_ms FROM runs r WHERE r.id = jobs.run_id), 0)");
             let sql = format!(
                 "UPDATE jobs SET lease_expires_at = {}, updated_at = $2
                  WHERE id IN ({})
@@ -264,14 +282,20 @@ impl QueueStorage for SqlBackend {
                             THEN 1 ELSE 0 END = 1
                  RETURNING lease_token",
                 self.dialect.least("$1", &format!("lease_started_at + {lifetime}")),
-                placeholders(5, chunk.len()),
-                placeholders(5 + chunk.len(), chunk.len())
+                placeholders(fixed, chunk.len()),
+                placeholders(fixed + chunk.len(), chunk.len())
             );
             let mut query = sqlx::query_scalar(&sql)
                 .bind(extend.expires_at)
                 .bind(extend.now)
                 .bind(extend.worker)
                 .bind(extend.max_lifetime_ms);
+            if !extend.contended.is_empty() {
+                query = query.bind(extend.contended_lifetime_ms);
+                for run in extend.contended {
+                    query = query.bind(*run);
+                }
+            }
             for (job, _) in chunk {
                 query = query.bind(job);
             }

@@ -124,6 +124,17 @@ impl<B: StorageBackend> Store<B> {
                 self.fronts.put_back(run, *job, put_back_at);
             }
         }
+        // What each identity recorded in each run sizes its share while
+        // others wait (`shares.rs`).
+        let mut recorded: HashMap<(RunId, &str), u64> = HashMap::new();
+        for (c, outcome) in completions.iter().zip(&plan.outcomes) {
+            if let (Ok(CompleteOutcome::Recorded), Some(&run)) = (outcome, runs.get(&c.job_id)) {
+                *recorded.entry((run, c.worker.as_str())).or_default() += 1;
+            }
+        }
+        for ((run, worker), jobs) in recorded {
+            self.shares.recorded(run, worker, jobs, put_back_at);
+        }
         self.committed(&plan, applied);
         Ok(plan.outcomes)
     }

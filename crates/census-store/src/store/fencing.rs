@@ -2,9 +2,12 @@
 //! holds its lease, asked before the coordinator spends seconds counting
 //! the result again. A token the store never issued for the job to that
 //! identity is a rejection against it, so made-up tokens lead to quarantine
-//! instead of costing the coordinator for free.
+//! instead of costing the coordinator for free; and an identity that
+//! reported more results of leases it did not hold than it could honestly
+//! have (`shares.rs`) has its reports refused unread, each a rejection.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use super::{Store, now_ms};
 use crate::backend::{LeaseRecord, Rejection, StorageBackend};
@@ -53,6 +56,7 @@ fn classify(job: &LeaseRecord, worker: &str, job_id: JobId, token: &str, now: i6
 impl<B: StorageBackend> Store<B> {
     pub(super) async fn fence(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError> {
         let now = now_ms();
+        self.refuse_past_the_budget(completions, now).await?;
         let mut ids: Vec<JobId> = completions.iter().map(|c| c.job_id).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -85,7 +89,60 @@ impl<B: StorageBackend> Store<B> {
             self.backend.commit(tx).await?;
             quarantined.iter().for_each(super::remedies::Quarantined::say);
         }
+        let mut not_held: HashMap<&str, u64> = HashMap::new();
+        for (c, check) in completions.iter().zip(&checks) {
+            if matches!(check, LeaseCheck::NotHeld | LeaseCheck::UnknownJob) {
+                *not_held.entry(c.worker.as_str()).or_default() += 1;
+            }
+        }
+        let at = Instant::now();
+        for (worker, results) in not_held {
+            self.shares.not_held(worker, results, at);
+        }
         Ok(checks)
+    }
+
+    /// Refuses, unread, the reports of an identity that reported more
+    /// results of leases it did not hold lately than its budget
+    /// (`shares.rs`): the refusal is a rejection against it, recorded
+    /// against the first job of the report that exists (one row read), so
+    /// that it ends quarantined.
+    async fn refuse_past_the_budget(&self, completions: &[Completion], now: i64) -> Result<(), StoreError> {
+        let most_held = u64::from(self.config.max_leases_per_worker);
+        let mut workers: Vec<&str> = completions.iter().map(|c| c.worker.as_str()).collect();
+        workers.sort_unstable();
+        workers.dedup();
+        for worker in workers {
+            let Some(over) = self.shares.over_budget(worker, most_held, Instant::now()) else { continue };
+            let reason = format!(
+                "{worker} reported {} results of leases it did not hold (expired, retired, or of jobs that do not \
+                 exist) in its last two lease lifetimes, more than the {} it may ({most_held} and twice the {} \
+                 leases it was granted): its reports are refused unread, each a rejection",
+                over.not_held, over.budget, over.granted
+            );
+            let first = completions.iter().find(|c| c.worker == worker).expect("a worker of the report");
+            tracing::warn!(
+                worker,
+                not_held = over.not_held,
+                budget = over.budget,
+                "a report of leases not held refused unread"
+            );
+            if let Some(job) = self.backend.leases_of(&[first.job_id]).await?.pop() {
+                let rejection = Rejection {
+                    job: job.id,
+                    run: job.run,
+                    attempt: job.attempt,
+                    worker: worker.to_string(),
+                    count: first.count,
+                    reason: reason.clone(),
+                };
+                let mut tx = self.backend.begin().await?;
+                self.record_rejections(&mut tx, &[rejection], now).await?;
+                self.backend.commit(tx).await?;
+            }
+            return Err(StoreError::Rejected { job: first.job_id, reason });
+        }
+        Ok(())
     }
 }
 

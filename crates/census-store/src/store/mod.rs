@@ -6,7 +6,8 @@
 //! creating runs (`runs`), the fold at finish and its checks, progress and
 //! answers (`totals`), recounts, failures, requeues and quarantine
 //! reaching back (`remedies`), the open stage of a run of stages and what
-//! a stage accepted (`stages`), tokens (`tokens`). A batch of reports is
+//! a stage accepted (`stages`), tokens (`tokens`), fair shares of a run's
+//! jobs and the budget of reports of leases not held (`shares`). A batch of reports is
 //! load -> decide -> apply in one transaction (`completion`), with the
 //! reports of other callers that waited meanwhile (`groups`).
 //!
@@ -20,6 +21,7 @@ mod groups;
 mod queue;
 mod remedies;
 mod runs;
+mod shares;
 mod stages;
 mod tokens;
 mod totals;
@@ -69,6 +71,9 @@ pub struct Store<B> {
     /// Writes failing for a fault of the database's storage (full,
     /// read-only): said once when it begins and once when it ends.
     storage_fault: Mutex<Option<FaultEpisode>>,
+    /// Who waits for which run, and what each identity recorded, was
+    /// granted and reported of leases it did not hold lately (`shares`).
+    shares: shares::Shares,
 }
 
 /// Writes failing for a fault of the database's storage, since `began`;
@@ -101,6 +106,7 @@ impl<B: StorageBackend> Store<B> {
     pub async fn open(backend: B, config: StoreConfig) -> Result<Store<B>, StoreError> {
         let store = Store {
             backend,
+            shares: shares::Shares::new(config.max_lease_lifetime),
             config,
             runs: Mutex::new(HashMap::new()),
             expected: Mutex::new(HashMap::new()),

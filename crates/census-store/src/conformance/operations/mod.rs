@@ -260,6 +260,7 @@ fn lease_of(run: RunId, worker: &str) -> LeaseJobs<'_> {
         max_failures: 5,
         stage: None,
         from: 0,
+        own_expired_by: None,
     }
 }
 

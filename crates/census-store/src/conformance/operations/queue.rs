@@ -91,6 +91,8 @@ pub(super) async fn lease_counts_follow_every_move<B: StorageBackend>(backend: &
         now: later,
         expires_at: later + 2 * TTL,
         max_lifetime_ms: 10 * TTL,
+        contended: &[],
+        contended_lifetime_ms: 0,
     };
     assert_eq!(backend.extend_leases(&extend).await.unwrap().len(), 1);
     assert_eq!(counts.read(backend).await, (3, 1, 3, 1), "heartbeated");
@@ -298,7 +300,15 @@ pub(super) async fn only_held_leases_are_extended<B: StorageBackend>(backend: Ar
         (ids[3], gone[0].token.as_str()),
         (ids[4], "none"),
     ];
-    let extend = ExtendLeases { worker: "w", leases: &leases, now, expires_at: now + TTL, max_lifetime_ms: 10 * TTL };
+    let extend = ExtendLeases {
+        worker: "w",
+        leases: &leases,
+        now,
+        expires_at: now + TTL,
+        max_lifetime_ms: 10 * TTL,
+        contended: &[],
+        contended_lifetime_ms: 0,
+    };
     let extended = backend.extend_leases(&extend).await.unwrap();
     assert_eq!(extended, HashSet::from([mine[0].token.clone()]));
     assert_eq!(row_of(&*backend, ids[0]).await.lease.expires_at, Some(now + TTL));
@@ -310,7 +320,15 @@ pub(super) async fn only_held_leases_are_extended<B: StorageBackend>(backend: Ar
 /// How many of `leases` of `w` are extended at `now`, to `NOW + 100_000`,
 /// with a longest lifetime of 30 s.
 async fn extend_all<B: StorageBackend>(backend: &B, now: i64, leases: &[(JobId, &str)]) -> usize {
-    let extend = ExtendLeases { worker: "w", leases, now, expires_at: NOW + 100_000, max_lifetime_ms: 30_000 };
+    let extend = ExtendLeases {
+        worker: "w",
+        leases,
+        now,
+        expires_at: NOW + 100_000,
+        max_lifetime_ms: 30_000,
+        contended: &[],
+        contended_lifetime_ms: 0,
+    };
     backend.extend_leases(&extend).await.unwrap().len()
 }
 

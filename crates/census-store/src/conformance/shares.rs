@@ -1,0 +1,90 @@
+//! Fair shares (`store/shares.rs`): while another identity waits for a
+//! run's jobs, an identity's expired leases go to it first, its leases
+//! live one TTL at most, and it is handed no more than an equal share; and
+//! reports of leases not held past a bound are refused, each a rejection
+//! (issue 44: one token held all 440 jobs of a run and re-leased them the
+//! moment their lifetime ended; one flooded the coordinator with stale
+//! tokens at no cost).
+//!
+//! The sleeps below only let leases expire by the store's clock; whatever
+//! the machine's speed, what each identity is handed is the same.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::fixtures::{TTL, completion, jobs, spec, true_count};
+use crate::{JobStore, StoreError};
+
+/// 100 made-up jobs: more than twice the least allowance.
+const HUNDRED: &str = "synthetic jobs=100 salt=11";
+
+/// The lease's time a hoarder asks for, short so that its leases expire.
+const SHORT: Duration = Duration::from_millis(50);
+
+/// Past the expired leases' next look (`store/fronts.rs`) and `SHORT`.
+const PAST_SHORT: Duration = Duration::from_millis(1100);
+
+pub(super) async fn a_hoarders_expired_leases_go_first_to_who_waits_and_in_shares(store: Arc<dyn JobStore>) {
+    let run = store.create_run(&spec(HUNDRED, 1), &jobs(HUNDRED)).await.unwrap();
+    // Nobody waits yet: a is handed every job.
+    assert_eq!(store.lease(Some(run), "a", 1000, SHORT).await.unwrap().len(), 100);
+    assert!(store.lease(Some(run), "b", 100, TTL).await.unwrap().is_empty());
+    assert!(store.has_work_for("b", Some(run)).await.unwrap(), "b waits for a's leases");
+    tokio::time::sleep(PAST_SHORT).await;
+
+    // a's leases expired: a asks first, but they go to b first.
+    let again = store.lease(Some(run), "a", 1000, TTL).await.unwrap();
+    assert!(again.is_empty(), "a takes back none of its expired leases while b waits: {}", again.len());
+    assert!(store.has_work_for("a", Some(run)).await.unwrap(), "a waits too");
+    // With a waiting, b is handed half of what is open, not all of it.
+    let taken = store.lease(Some(run), "b", 1000, TTL).await.unwrap();
+    assert_eq!(taken.len(), 50, "an equal share of the 100 open jobs");
+    let reports: Vec<_> = taken.iter().map(|lease| completion(lease, "b", true_count(lease))).collect();
+    store.complete_many(&reports).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
+}
+
+pub(super) async fn a_contended_lease_lives_one_ttl_however_heartbeated(store: Arc<dyn JobStore>) {
+    const LEASE: Duration = Duration::from_secs(1);
+    let run = store.create_run(&spec(HUNDRED, 1), &jobs(HUNDRED)).await.unwrap();
+    let leased_at = Instant::now();
+    let held = store.lease(Some(run), "a", 1000, LEASE).await.unwrap();
+    assert_eq!(held.len(), 100);
+    assert!(store.lease(Some(run), "b", 100, TTL).await.unwrap().is_empty());
+    assert!(store.has_work_for("b", Some(run)).await.unwrap(), "b waits for a's leases");
+    // a heartbeats half-way: its leases are not extended past the first
+    // TTL (without b waiting, they would be, to half a TTL later).
+    tokio::time::sleep(LEASE / 2).await;
+    let tokens: Vec<String> = held.iter().map(|lease| lease.token.clone()).collect();
+    store.heartbeat("a", &tokens, LEASE).await.unwrap();
+    tokio::time::sleep((LEASE + Duration::from_millis(200)).saturating_sub(leased_at.elapsed())).await;
+    let taken = store.lease(Some(run), "b", 1000, TTL).await.unwrap();
+    assert_eq!(taken.len(), 100, "a's leases ended one TTL after they began");
+    let lost = store.heartbeat("a", &tokens, LEASE).await.unwrap();
+    assert!(lost.extended.is_empty(), "{lost:?}");
+}
+
+pub(super) async fn reports_of_leases_not_held_past_a_bound_are_refused_and_quarantine(store: Arc<dyn JobStore>) {
+    // `capped`: an identity may hold 50 leases.
+    let run = store.create_run(&spec(HUNDRED, 1), &jobs(HUNDRED)).await.unwrap();
+    let leases = store.lease(Some(run), "a", 3, TTL).await.unwrap();
+    let reports: Vec<_> = leases.iter().map(|lease| completion(lease, "a", true_count(lease))).collect();
+    store.complete_many(&reports).await.unwrap().into_iter().for_each(|outcome| outcome.map(drop).unwrap());
+
+    // Repeats cost nothing up to the 50 it may hold and twice the 3 it was
+    // granted: 57 repeats are answered, one by one, as not held.
+    let flood: Vec<_> = reports.iter().cycle().take(57).cloned().collect();
+    let checks = store.check_leases(&flood).await.unwrap();
+    assert!(checks.iter().all(|check| *check == crate::LeaseCheck::NotHeld), "{checks:?}");
+    // Past the bound: refused unread, each a rejection, three quarantine.
+    for _ in 0..3 {
+        assert!(!store.is_quarantined("a").await.unwrap());
+        let refused = store.check_leases(&reports[..1]).await;
+        assert!(matches!(refused, Err(StoreError::Rejected { .. })), "{refused:?}");
+    }
+    assert!(store.is_quarantined("a").await.unwrap(), "three refused reports quarantine their sender");
+    // Another identity's reports are not touched.
+    let other = store.lease(Some(run), "b", 3, TTL).await.unwrap();
+    let reports: Vec<_> = other.iter().map(|lease| completion(lease, "b", true_count(lease))).collect();
+    let checks = store.check_leases(&reports).await.unwrap();
+    assert!(checks.iter().all(|check| *check == crate::LeaseCheck::Held), "{checks:?}");
+}
