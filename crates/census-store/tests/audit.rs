@@ -118,8 +118,11 @@ fn document_queries() -> Vec<Query> {
 fn sqlite3(file: &str, sql: &str) -> String {
     use std::io::Write;
     // The SQL goes on standard input: an argument starting with "--" would be an option.
+    // A closing store's last connection checkpoints and removes the
+    // write-ahead log under an exclusive lock; the shell waits it out
+    // (`.timeout`) instead of failing with "database is locked".
     let mut shell = Command::new("sqlite3")
-        .args(["-batch", "-bail", file])
+        .args(["-batch", "-bail", "-cmd", ".timeout 10000", file])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
