@@ -1,0 +1,294 @@
+//! G of a group of top bands that share their first r - 1 stacks digit for
+//! digit, counted together on one [`StackPairTable`].
+//!
+//! The choices of the first two stacks (halved by the middle / bottom swap)
+//! are the outer loop; each is renamed once to its two nodes. For r = 2 and
+//! 3 the node rows are the rows a term reads, summed row by row. For r = 4
+//! the rows of the third stack's choices are read a few at a time into
+//! blocks, and the members' terms are dense products of blocks
+//! ([`super::blocks`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::blocks::{self, Block, WIDTH};
+use super::{Perm, ROW_ORDERS, Renamer, StackPairTable, row_sum, stack_choices};
+use crate::three_bands::{MAX_R, Pattern, ThreeBandError};
+
+/// One choice of the middle band's columns in a stack: the middle band's
+/// split, the bottom band's, and whether the middle's columns come first.
+type Choice = (u16, u16, bool);
+
+/// The choices a group's count runs over.
+struct Group {
+    r: usize,
+    /// The choices of each of the first r - 1 stacks (the same for every member).
+    shared: Vec<Vec<Choice>>,
+    /// Per member, the choices of its last stack.
+    last: Vec<Vec<Choice>>,
+    /// The last stack's splits some member meets, in the middle band and
+    /// in the bottom band, ascending.
+    met_m: Vec<u16>,
+    met_l: Vec<u16>,
+}
+
+/// A choice of the first two stacks, renamed: the middle and bottom bands'
+/// nodes and the relabellings that take their first two stacks there.
+struct FirstTwo {
+    node_m: usize,
+    node_l: usize,
+    perm_m: Perm,
+    perm_l: Perm,
+}
+
+impl StackPairTable {
+    /// G of each pattern of a group whose top bands share the first r - 1
+    /// stacks digit for digit ([`StackPairTable::completions_of_many`]), or
+    /// part `part` of `parts` of it ([`StackPairTable::completions_in_part`]).
+    pub(super) fn completions_of_group(
+        &self,
+        patterns: &[Pattern],
+        part: usize,
+        parts: usize,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
+        let r = self.r;
+        if let Some(other) = patterns.iter().find(|p| p.r() != r) {
+            return Err(ThreeBandError::UnsupportedShape { r: other.r() });
+        }
+        if r == 2 && patterns.len() > 1 {
+            // Two stacks: the members differ in the stack the pairs are made of.
+            let mut out = Vec::with_capacity(patterns.len());
+            for pattern in patterns {
+                out.push(self.completions_of_group(std::slice::from_ref(pattern), part, parts, cancel)?[0]);
+            }
+            return Ok(out);
+        }
+        let group = self.group(patterns)?;
+        let firsts = self.first_two(&group).into_iter().skip(part).step_by(parts);
+        let totals = match r {
+            2 => self.sum_two_stacks(firsts, cancel)?,
+            3 => self.sum_by_rows(&group, firsts, cancel)?,
+            _ => self.sum_by_blocks(&group, firsts, cancel)?,
+        };
+        // The table holds b / r!, and each term stands for itself and its swap.
+        let rows_ordered = u128::from(ROW_ORDERS[r]).pow(2);
+        Ok(totals.into_iter().map(|total| 2 * rows_ordered * total).collect())
+    }
+
+    /// The choices of each stack, after checking that the patterns share
+    /// their first r - 1 stacks.
+    fn group(&self, patterns: &[Pattern]) -> Result<Group, ThreeBandError> {
+        let r = self.r;
+        let tops: Vec<Vec<[u8; MAX_R]>> = patterns.iter().map(Pattern::digit_vectors).collect();
+        for (pattern, top) in patterns.iter().zip(&tops) {
+            if top.iter().zip(&tops[0]).any(|(a, b)| a[..r - 1] != b[..r - 1]) {
+                return Err(ThreeBandError::BadPattern {
+                    text: pattern.key(),
+                    reason: format!("does not share its first {} stacks with {}", r - 1, patterns[0].key()),
+                });
+            }
+        }
+        let stack_of = |top: &[[u8; MAX_R]], s: usize| -> Vec<Choice> {
+            let column: Vec<u8> = top.iter().map(|v| v[s]).collect();
+            stack_choices(r, &column, &self.splits)
+        };
+        let shared: Vec<Vec<Choice>> = (0..r - 1).map(|s| stack_of(&tops[0], s)).collect();
+        let last: Vec<Vec<Choice>> = tops.iter().map(|top| stack_of(top, r - 1)).collect();
+        let k = self.splits.count();
+        let (mut met_m, mut met_l) = (vec![false; k], vec![false; k]);
+        for &(m, l, _) in last.iter().flatten() {
+            met_m[usize::from(m)] = true;
+            met_l[usize::from(l)] = true;
+        }
+        let met = |flags: &[bool]| -> Vec<u16> { (0..k as u16).filter(|&x| flags[usize::from(x)]).collect() };
+        Ok(Group { r, met_m: met(&met_m), met_l: met(&met_l), shared, last })
+    }
+
+    /// The choices of the first two stacks whose middle columns come first
+    /// in the first stack (the others are their swaps), renamed, ordered by
+    /// the nodes of the middle and bottom bands: consecutive choices then
+    /// read the same two node slabs of the table (2 x 133 MB for r = 4)
+    /// instead of all nine (1.2 GB). For r = 2 the second stack is the last
+    /// (a group of one).
+    fn first_two(&self, group: &Group) -> Vec<FirstTwo> {
+        let second = if group.r == 2 { &group.last[0] } else { &group.shared[1] };
+        let mut firsts = Vec::with_capacity(group.shared[0].len() * second.len() / 2);
+        for &(m0, l0, first) in &group.shared[0] {
+            if !first {
+                continue;
+            }
+            for &(m1, l1, _) in second {
+                let (node_m, perm_m) = self.splits.renaming(m0, m1);
+                let (node_l, perm_l) = self.splits.renaming(l0, l1);
+                firsts.push(FirstTwo { node_m, node_l, perm_m, perm_l });
+            }
+        }
+        firsts.sort_unstable_by_key(|first| (first.node_m, first.node_l));
+        firsts
+    }
+
+    /// r = 2: a term is the two node rows' one value each.
+    fn sum_two_stacks(
+        &self,
+        firsts: impl Iterator<Item = FirstTwo>,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
+        let (mut total, mut known) = (0u128, Vec::new());
+        for first in firsts {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(ThreeBandError::Cancelled);
+            }
+            let (b_m, b_l) = (self.row(first.node_m, cancel)?[0], self.row(first.node_l, cancel)?[0]);
+            self.values.extend(&mut known);
+            total += u128::from(u64::from(known[usize::from(b_m)]) * u64::from(known[usize::from(b_l)]));
+        }
+        Ok(vec![total])
+    }
+
+    /// r = 3: the node rows hold b for every split of the last stack; each
+    /// member reads them at its renamed choices.
+    fn sum_by_rows(
+        &self,
+        group: &Group,
+        firsts: impl Iterator<Item = FirstTwo>,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
+        let k = self.splits.count();
+        let (mut last_m, mut last_l) = (vec![0u16; k], vec![0u16; k]);
+        // Per member, its last stack's choices as index pairs into the two
+        // rows a term reads: the middle band's renamed split in the low 16
+        // bits, the bottom band's in the high (one load a term).
+        let width = group.last[0].len();
+        let mut reads = vec![0u32; group.last.len() * width];
+        let mut totals = vec![0u128; group.last.len()];
+        let mut known = Vec::new();
+        for first in firsts {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(ThreeBandError::Cancelled);
+            }
+            let (rename_m, rename_l) = (self.splits.renamer(&first.perm_m), self.splits.renamer(&first.perm_l));
+            for &y in &group.met_m {
+                last_m[usize::from(y)] = rename_m.apply(y);
+            }
+            for &y in &group.met_l {
+                last_l[usize::from(y)] = rename_l.apply(y);
+            }
+            for (member_reads, choices) in reads.chunks_exact_mut(width).zip(&group.last) {
+                for (read, &(m, l, _)) in member_reads.iter_mut().zip(choices) {
+                    *read = u32::from(last_m[usize::from(m)]) | u32::from(last_l[usize::from(l)]) << 16;
+                }
+            }
+            let (row_m, row_l) = (self.row(first.node_m, cancel)?, self.row(first.node_l, cancel)?);
+            self.values.extend(&mut known);
+            let value = |number: &u16| known[usize::from(*number)];
+            let (row_m, row_l): (Vec<u32>, Vec<u32>) =
+                (row_m.iter().map(value).collect(), row_l.iter().map(value).collect());
+            for (total, member_reads) in totals.iter_mut().zip(reads.chunks_exact(width)) {
+                *total += u128::from(row_sum(&row_m, &row_l, member_reads));
+            }
+        }
+        Ok(totals)
+    }
+
+    /// r = 4: for each choice of the first two stacks, the rows of the
+    /// third stack's choices are read [`WIDTH`] at a time into blocks, one
+    /// block per last-stack split met, and each member's terms are the
+    /// products of its pairs of blocks.
+    fn sum_by_blocks(
+        &self,
+        group: &Group,
+        firsts: impl Iterator<Item = FirstTwo>,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
+        let k = self.splits.count();
+        // Per member, its last stack's choices as positions in the met
+        // lists: the middle band's in the low 16 bits, the bottom band's in
+        // the high. They do not change with the renaming.
+        let positions = |met: &[u16]| -> Vec<u32> {
+            let mut at = vec![u32::MAX; k];
+            for (p, &y) in met.iter().enumerate() {
+                at[usize::from(y)] = p as u32;
+            }
+            at
+        };
+        let (at_m, at_l) = (positions(&group.met_m), positions(&group.met_l));
+        let pairs: Vec<Vec<u32>> = group
+            .last
+            .iter()
+            .map(|choices| choices.iter().map(|&(m, l, _)| at_m[usize::from(m)] | at_l[usize::from(l)] << 16).collect())
+            .collect();
+        let third = &group.shared[2];
+        let mut known = Vec::new();
+        let mut scratch = Scratch::new(k, group);
+        let mut totals = vec![0u128; group.last.len()];
+        for first in firsts {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(ThreeBandError::Cancelled);
+            }
+            let (rename_m, rename_l) = (self.splits.renamer(&first.perm_m), self.splits.renamer(&first.perm_l));
+            scratch.order(&rename_m, &rename_l, group);
+            let x_m: Vec<u16> = third.iter().map(|&(m, _, _)| rename_m.apply(m)).collect();
+            let x_l: Vec<u16> = third.iter().map(|&(_, l, _)| rename_l.apply(l)).collect();
+            let mut lanes = vec![[0u64; WIDTH]; group.last.len()];
+            for (x_m, x_l) in x_m.chunks(WIDTH).zip(x_l.chunks(WIDTH)) {
+                let (mut rows_m, mut rows_l) = (Vec::with_capacity(WIDTH), Vec::with_capacity(WIDTH));
+                for (&row_m, &row_l) in x_m.iter().zip(x_l) {
+                    rows_m.push(self.row(self.row_of(first.node_m, row_m), cancel)?);
+                    rows_l.push(self.row(self.row_of(first.node_l, row_l), cancel)?);
+                }
+                self.values.extend(&mut known);
+                blocks::gather(&rows_m, &known, &scratch.order_m, &mut scratch.blocks_m);
+                blocks::gather(&rows_l, &known, &scratch.order_l, &mut scratch.blocks_l);
+                for (member_lanes, member_pairs) in lanes.iter_mut().zip(&pairs) {
+                    blocks::pair_sums(&scratch.blocks_m, &scratch.blocks_l, member_pairs, member_lanes);
+                }
+            }
+            for (total, member_lanes) in totals.iter_mut().zip(&lanes) {
+                *total += member_lanes.iter().map(|&lane| u128::from(lane)).sum::<u128>();
+            }
+        }
+        Ok(totals)
+    }
+}
+
+/// The buffers of [`StackPairTable::sum_by_blocks`], made once a group.
+struct Scratch {
+    /// The met splits' renamed splits with their positions, ascending in
+    /// the renamed split (so rows are read front to back).
+    order_m: Vec<(u16, u16)>,
+    order_l: Vec<(u16, u16)>,
+    /// Position + 1 by renamed split, 0 where no met split is renamed to it.
+    by_split: Vec<u16>,
+    blocks_m: Vec<Block>,
+    blocks_l: Vec<Block>,
+}
+
+impl Scratch {
+    fn new(k: usize, group: &Group) -> Scratch {
+        Scratch {
+            order_m: Vec::with_capacity(group.met_m.len()),
+            order_l: Vec::with_capacity(group.met_l.len()),
+            by_split: vec![0; k],
+            blocks_m: vec![[0; WIDTH]; group.met_m.len()],
+            blocks_l: vec![[0; WIDTH]; group.met_l.len()],
+        }
+    }
+
+    /// The orders of the met splits under this choice's renamings.
+    fn order(&mut self, rename_m: &Renamer<'_>, rename_l: &Renamer<'_>, group: &Group) {
+        for (met, rename, order) in
+            [(&group.met_m, rename_m, &mut self.order_m), (&group.met_l, rename_l, &mut self.order_l)]
+        {
+            for (p, &y) in met.iter().enumerate() {
+                self.by_split[usize::from(rename.apply(y))] = p as u16 + 1;
+            }
+            order.clear();
+            for (y, slot) in self.by_split.iter_mut().enumerate() {
+                if *slot != 0 {
+                    order.push((y as u16, *slot - 1));
+                    *slot = 0;
+                }
+            }
+        }
+    }
+}
