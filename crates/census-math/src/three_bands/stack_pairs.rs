@@ -33,8 +33,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use super::{MAX_DIGITS, MAX_R, Pattern, ThreeBandError, check_r};
 
 mod blocks;
+mod colouring;
 mod group;
 mod values;
+
+use colouring::Colouring;
 
 /// r! by r: the orders of a band's rows.
 const ROW_ORDERS: [u32; MAX_R + 1] = [1, 1, 2, 6, 24];
@@ -424,166 +427,6 @@ fn color_orders(r: usize) -> Vec<[u8; MAX_R]> {
     out
 }
 
-/// b of every band whose first r - 1 stacks are given, whatever its last
-/// stack, by colouring: a band is the rows' colours of each column's r
-/// digits (a bijection per column) such that each digit takes r different
-/// colours, one per stack. Colouring the first r - 1 stacks leaves each
-/// digit one colour, and the digits missing colour c form a 3-set; the
-/// last stack then has exactly one colouring, valid when each of those
-/// r 3-sets is a transversal of its columns. So
-///
-///   b(prefix, Y) = sum over Y's transversal partitions Q of W(Q),
-///
-/// W(Q) the colourings of the prefix whose missing colours split the
-/// digits as Q. The colour names are fixed in the first column (every
-/// colouring is one of r! relabellings of one so fixed), so W = r! x the
-/// colourings counted.
-struct Colouring {
-    r: usize,
-    /// The r! colour orders.
-    orders: Vec<[u8; MAX_R]>,
-    /// For the colours already taken by a column's r digits (r bits each,
-    /// digit i's at bits r i ..), the indexes in `orders` that give none of
-    /// them a colour it has: `fits[starts[key]..starts[key + 1]]`.
-    fits: Vec<u8>,
-    starts: Vec<u32>,
-    /// Per split, its transversal partitions' ranks.
-    transversals: Vec<Vec<u16>>,
-    partitions: usize,
-}
-
-impl Colouring {
-    fn new(r: usize, splits: &Splits) -> Colouring {
-        let orders = color_orders(r);
-        let mut fits = Vec::new();
-        let mut starts = vec![0u32];
-        for key in 0usize..1 << (r * r) {
-            for (o, order) in orders.iter().enumerate() {
-                if (0..r).all(|i| (key >> (r * i)) & (1 << order[i]) == 0) {
-                    fits.push(o as u8);
-                }
-            }
-            starts.push(fits.len() as u32);
-        }
-        let transversals = splits.labels.iter().map(|labels| transversal_partitions(r, labels)).collect();
-        Colouring { r, orders, fits, starts, transversals, partitions: partitions(r) }
-    }
-
-    /// b of (prefix, y) for every split y, the prefix's r - 1 splits given
-    /// as column labels.
-    ///
-    /// The colourings are counted in two steps: the columns before the
-    /// prefix's last stack are coloured and counted by the colours each
-    /// digit has then (many colourings share them), and each such state is
-    /// finished by the last stack, whose three columns hold disjoint digits
-    /// and so are coloured independently of each other.
-    fn row(&self, prefix: &[&[u8; MAX_DIGITS]]) -> Vec<u32> {
-        let r = self.r;
-        let n = 3 * r;
-        let mut columns: Vec<[u8; MAX_R]> = Vec::with_capacity(3 * prefix.len());
-        for labels in prefix {
-            for c in 0..3u8 {
-                let mut column = [0u8; MAX_R];
-                let digits = (0..n as u8).filter(|&d| labels[usize::from(d)] == c);
-                for (slot, d) in column.iter_mut().zip(digits) {
-                    *slot = d;
-                }
-                columns.push(column);
-            }
-        }
-        let mut used = [0u8; MAX_DIGITS];
-        // The first column's colours fixed: 0, 1, .., r - 1 in order.
-        for (i, &d) in columns[0][..r].iter().enumerate() {
-            used[usize::from(d)] = 1 << i;
-        }
-        let last_stack = columns.len().saturating_sub(3).max(1);
-        let mut states = rustc_hash::FxHashMap::default();
-        self.colour(&columns[..last_stack], 1, &mut used, &mut states);
-        let mut w = vec![0u64; self.partitions];
-        for (used, count) in states {
-            self.finish(&columns[last_stack..], &used, count, &mut w);
-        }
-        let factor = self.orders.len() as u64;
-        self.transversals
-            .iter()
-            .map(|ranks| {
-                let sum: u64 = ranks.iter().map(|&q| w[usize::from(q)]).sum();
-                u32::try_from(factor * sum).expect("b of a band fits 32 bits for r <= 4")
-            })
-            .collect()
-    }
-
-    /// Colours `columns` from `t` on, and counts the colourings by the
-    /// colours each digit has at the end.
-    fn colour(
-        &self,
-        columns: &[[u8; MAX_R]],
-        t: usize,
-        used: &mut [u8; MAX_DIGITS],
-        states: &mut rustc_hash::FxHashMap<[u8; MAX_DIGITS], u64>,
-    ) {
-        let r = self.r;
-        if t == columns.len() {
-            *states.entry(*used).or_default() += 1;
-            return;
-        }
-        let column = &columns[t];
-        let key = (0..r).fold(0usize, |key, i| key | usize::from(used[usize::from(column[i])]) << (r * i));
-        for &o in &self.fits[self.starts[key] as usize..self.starts[key + 1] as usize] {
-            let order = &self.orders[usize::from(o)];
-            for i in 0..r {
-                used[usize::from(column[i])] |= 1 << order[i];
-            }
-            self.colour(columns, t + 1, used, states);
-            for i in 0..r {
-                used[usize::from(column[i])] &= !(1 << order[i]);
-            }
-        }
-    }
-
-    /// Adds `count` to W of each partition the colourings of the `tail`
-    /// columns (the prefix's last stack, or its columns after the first)
-    /// leave, each digit's colours so far in `used`: each column's
-    /// colourings are listed as the missing colours they give its digits,
-    /// and the partitions are their combinations.
-    fn finish(&self, tail: &[[u8; MAX_R]], used: &[u8; MAX_DIGITS], count: u64, w: &mut [u64]) {
-        let r = self.r;
-        let full = (1u8 << r) - 1;
-        let missing = |d: u8, also: u8| (full & !(used[usize::from(d)] | also)).trailing_zeros() as usize;
-        // The digits outside the tail miss one colour already.
-        let mut base = [0u16; MAX_R];
-        let in_tail = tail.iter().flat_map(|column| &column[..r]).fold(0u16, |mask, &d| mask | 1 << d);
-        for d in (0..3 * r as u8).filter(|&d| in_tail & (1 << d) == 0) {
-            base[missing(d, 0)] |= 1 << d;
-        }
-        let mut options: [Vec<[u16; MAX_R]>; 3] = Default::default();
-        for (column, options) in tail.iter().zip(options.iter_mut()) {
-            let key = (0..r).fold(0usize, |key, i| key | usize::from(used[usize::from(column[i])]) << (r * i));
-            for &o in &self.fits[self.starts[key] as usize..self.starts[key + 1] as usize] {
-                let order = &self.orders[usize::from(o)];
-                let mut blocks = [0u16; MAX_R];
-                for i in 0..r {
-                    blocks[missing(column[i], 1 << order[i])] |= 1 << column[i];
-                }
-                options.push(blocks);
-            }
-        }
-        if tail.len() < 3 {
-            options[2].push([0; MAX_R]);
-        }
-        let or = |a: &[u16; MAX_R], b: &[u16; MAX_R]| -> [u16; MAX_R] { std::array::from_fn(|c| a[c] | b[c]) };
-        for a in &options[0] {
-            let a = or(&base, a);
-            for b in &options[1] {
-                let ab = or(&a, b);
-                for c in &options[2] {
-                    w[partition_rank(&or(&ab, c)[..r], 3 * r)] += count;
-                }
-            }
-        }
-    }
-}
-
 /// The digit relabellings that keep the plain split and a node's split
 /// (each as a partition): the orbits of the splits under them, and for
 /// each split x a relabelling taking its orbit's first split to x.
@@ -676,6 +519,9 @@ pub struct StackPairTable {
     /// holds its one b. Entries are numbers of [`values::Values`].
     rows: Vec<OnceLock<Box<[u16]>>>,
     values: values::Values,
+    /// The colourings of the rows' stacks but the last ([`colouring::States`]):
+    /// for r = 4 one per node, made when a row of the node is first coloured.
+    states: Vec<OnceLock<colouring::States>>,
     coloured: AtomicU64,
     relabelled: AtomicU64,
 }
@@ -693,6 +539,7 @@ impl StackPairTable {
             Vec::new()
         };
         let rows = if r == 4 { splits.nodes.len() * splits.count() } else { splits.nodes.len() };
+        let prefixes = if r == 4 { splits.nodes.len() } else { 1 };
         Ok(StackPairTable {
             r,
             splits,
@@ -700,6 +547,7 @@ impl StackPairTable {
             orbits,
             rows: (0..rows).map(|_| OnceLock::new()).collect(),
             values: values::Values::new(),
+            states: (0..prefixes).map(|_| OnceLock::new()).collect(),
             coloured: AtomicU64::new(0),
             relabelled: AtomicU64::new(0),
         })
@@ -763,16 +611,16 @@ impl StackPairTable {
         match self.r {
             2 => {
                 // b of (plain, node), the node's split as the last stack.
-                let values = self.coloured(&[plain]);
+                let values = self.coloured(0, &[plain]);
                 Box::new([values[usize::from(self.splits.nodes[row])]])
             }
-            3 => self.coloured(&[plain, node_split(row)]),
+            3 => self.coloured(0, &[plain, node_split(row)]),
             _ => {
                 let k = self.splits.count();
                 let (node, x) = (row / k, row % k);
                 let (source, h) = self.source(node, x as u16);
                 if source == row {
-                    return self.coloured(&[plain, node_split(node), &self.splits.labels[x]]);
+                    return self.coloured(node, &[plain, node_split(node), &self.splits.labels[x]]);
                 }
                 // b(plain, node, x, h y) = b(the source's three stacks, y).
                 let never = AtomicBool::new(false);
@@ -826,10 +674,13 @@ impl StackPairTable {
     /// `prefix`, by colouring. Each b / r! is below 2^23 (the largest for
     /// r = 4 is 7,962,624), which keeps the sums of [`blocks`] within 64
     /// bits.
-    fn coloured(&self, prefix: &[&[u8; MAX_DIGITS]]) -> Box<[u16]> {
+    /// The colourings of the prefix's stacks before its last are
+    /// `self.states[node]` (r = 4; there is one for r = 2 and 3).
+    fn coloured(&self, node: usize, prefix: &[&[u8; MAX_DIGITS]]) -> Box<[u16]> {
         self.coloured.fetch_add(1, Ordering::Relaxed);
         let orders = ROW_ORDERS[self.r];
-        let mut values = self.colouring.row(prefix);
+        let states = self.states[node].get_or_init(|| self.colouring.states(prefix));
+        let mut values = self.colouring.row(prefix, states);
         for value in &mut values {
             assert!(value.is_multiple_of(orders) && *value / orders < 1 << 23, "b = {value} for r = {}", self.r);
             *value /= orders;
@@ -987,18 +838,18 @@ mod tests {
         let never = AtomicBool::new(false);
         let table = StackPairTable::new(4).unwrap();
         let k = table.splits();
-        let mut known = Vec::new();
+        let mut known = values::Known::new();
         for node in 0..table.nodes() {
             for x in (node * 131..k).step_by(1_447) {
                 let row = table.row(table.row_of(node, x as u16), &never).unwrap();
-                table.values.extend(&mut known);
+                table.values.update(&mut known);
                 for y in (x % 7..k).step_by(1_931) {
                     let stacks = [0, table.splits.nodes[node], x as u16, y as u16];
                     let vectors: Vec<[u8; MAX_R]> = (0..12)
                         .map(|d| std::array::from_fn(|s| table.splits.labels[usize::from(stacks[s])][d]))
                         .collect();
                     let b = super::super::band_count(&Pattern::from_vectors(4, &vectors).unwrap());
-                    assert_eq!(u128::from(known[usize::from(row[y])]) * 24, b, "node {node}, x {x}, y {y}");
+                    assert_eq!(u128::from(known.values()[usize::from(row[y])]) * 24, b, "node {node}, x {x}, y {y}");
                 }
             }
         }
@@ -1013,14 +864,14 @@ mod tests {
         let never = AtomicBool::new(false);
         let table = StackPairTable::new(4).unwrap();
         let (k, labels) = (table.splits(), &table.splits.labels);
-        let mut known = Vec::new();
+        let mut known = values::Known::new();
         for node in 0..table.nodes() {
             for x in (node * 613..k).step_by(1_291) {
                 let row = table.row(table.row_of(node, x as u16), &never).unwrap();
-                table.values.extend(&mut known);
-                let node_split = &labels[usize::from(table.splits.nodes[node])];
-                let own = table.colouring.row(&[&labels[0], node_split, &labels[x]]);
-                let read: Vec<u32> = row.iter().map(|&number| known[usize::from(number)] * 24).collect();
+                table.values.update(&mut known);
+                let prefix = [&labels[0], &labels[usize::from(table.splits.nodes[node])], &labels[x]];
+                let own = table.colouring.row(&prefix, &table.colouring.states(&prefix));
+                let read: Vec<u32> = row.iter().map(|&number| known.values()[usize::from(number)] * 24).collect();
                 assert!(read == own, "node {node}, x {x}");
             }
         }

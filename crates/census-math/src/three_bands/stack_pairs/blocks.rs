@@ -15,27 +15,44 @@
 //! then products of contiguous blocks (`pair_sums`), which the processor
 //! does several at a time.
 
+use super::values::CAPACITY;
+
 /// The choices of the third stack a block holds.
 pub(super) const WIDTH: usize = 8;
 
 /// The values of one split (a column of the table) in the rows of
-/// [`WIDTH`] choices of the third stack.
-pub(super) type Block = [u32; WIDTH];
+/// [`WIDTH`] choices of the third stack; aligned, so that reading one
+/// reads one cache line, not two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(32))]
+pub(super) struct Block([u32; WIDTH]);
+
+/// Blocks by a 16-bit position: reading one needs no check. Only the
+/// positions in use take memory.
+pub(super) type Blocks = [Block; 1 << 16];
+
+/// Blocks for every 16-bit position, all 0.
+pub(super) fn blocks() -> Box<Blocks> {
+    vec![Block([0; WIDTH]); 1 << 16].into_boxed_slice().try_into().expect("2^16 blocks")
+}
 
 /// For each (y, p) of `order`, `blocks[p]` = the values at y of the rows
 /// (numbers of `values`), 0 in the lanes past the rows given. `order`
-/// ascends in y, so each row is read front to back.
-pub(super) fn gather(rows: &[&[u16]], values: &[u32], order: &[(u16, u16)], blocks: &mut [Block]) {
-    if let Ok(rows) = <&[&[u16]; WIDTH]>::try_from(rows) {
+/// ascends in y, so each row is read front to back. The rows are as long
+/// as each other.
+pub(super) fn gather(rows: &[&[u16]], values: &[u32; CAPACITY], order: &[(u16, u16)], blocks: &mut Blocks) {
+    let Ok(rows) = <&[&[u16]; WIDTH]>::try_from(rows) else {
         for &(y, p) in order {
-            let y = usize::from(y);
-            blocks[usize::from(p)] = std::array::from_fn(|i| values[usize::from(rows[i][y])]);
+            let value = |row: &&[u16]| values[usize::from(row[usize::from(y)])];
+            blocks[usize::from(p)] = Block(std::array::from_fn(|i| rows.get(i).map_or(0, value)));
         }
         return;
-    }
+    };
+    let k = rows[0].len();
+    let rows: [&[u16]; WIDTH] = std::array::from_fn(|i| &rows[i][..k]);
     for &(y, p) in order {
         let y = usize::from(y);
-        blocks[usize::from(p)] = std::array::from_fn(|i| rows.get(i).map_or(0, |row| values[usize::from(row[y])]));
+        blocks[usize::from(p)] = Block(std::array::from_fn(|i| values[usize::from(rows[i][y])]));
     }
 }
 
@@ -46,7 +63,7 @@ pub(super) fn gather(rows: &[&[u16]], values: &[u32], order: &[(u16, u16)], bloc
 /// The table's values are below 2^23 ([`super::StackPairTable`]), so a
 /// product is below 2^46 and a lane of one choice of the first two stacks,
 /// at most 346 x 44 products, stays below 2^60.
-pub(super) fn pair_sums(middle: &[Block], bottom: &[Block], pairs: &[u32], lanes: &mut [u64; WIDTH]) {
+pub(super) fn pair_sums(middle: &Blocks, bottom: &Blocks, pairs: &[u32], lanes: &mut [u64; WIDTH]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor has AVX2 (just checked), all the
@@ -60,16 +77,16 @@ pub(super) fn pair_sums(middle: &[Block], bottom: &[Block], pairs: &[u32], lanes
 /// [`pair_sums`] compiled for AVX2: the same code, four 64-bit products an instruction.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn pair_sums_avx2(middle: &[Block], bottom: &[Block], pairs: &[u32], lanes: &mut [u64; WIDTH]) {
+fn pair_sums_avx2(middle: &Blocks, bottom: &Blocks, pairs: &[u32], lanes: &mut [u64; WIDTH]) {
     pair_sums_plain(middle, bottom, pairs, lanes);
 }
 
 #[inline(always)]
-fn pair_sums_plain(middle: &[Block], bottom: &[Block], pairs: &[u32], lanes: &mut [u64; WIDTH]) {
+fn pair_sums_plain(middle: &Blocks, bottom: &Blocks, pairs: &[u32], lanes: &mut [u64; WIDTH]) {
     let mut sums = *lanes;
     for &pair in pairs {
-        let m = &middle[(pair & 0xffff) as usize];
-        let l = &bottom[(pair >> 16) as usize];
+        let m = &middle[usize::from(pair as u16)].0;
+        let l = &bottom[usize::from((pair >> 16) as u16)].0;
         for i in 0..WIDTH {
             sums[i] += u64::from(m[i]) * u64::from(l[i]);
         }
@@ -102,7 +119,8 @@ mod tests {
     fn block_sums_are_the_row_by_row_terms() {
         let k = 300;
         // The values, by number: number 0 the largest.
-        let mut values = values(7, 1000);
+        let mut values = [0u32; CAPACITY];
+        values[..1000].copy_from_slice(&super::tests::values(7, 1000));
         values[0] = (1 << 23) - 1;
         let numbers =
             |seed: u64| -> Vec<u16> { super::tests::values(seed, k).iter().map(|&v| (v % 1000) as u16).collect() };
@@ -119,7 +137,8 @@ mod tests {
         for rows in [WIDTH, 3] {
             let m_refs: Vec<&[u16]> = rows_m.iter().take(rows).map(Vec::as_slice).collect();
             let l_refs: Vec<&[u16]> = rows_l.iter().take(rows).map(Vec::as_slice).collect();
-            let (mut middle, mut bottom) = (vec![[9u32; WIDTH]; met.len()], vec![[9u32; WIDTH]; met.len()]);
+            let (mut middle, mut bottom) = (blocks(), blocks());
+            middle.fill(Block([9; WIDTH]));
             gather(&m_refs, &values, &order, &mut middle);
             gather(&l_refs, &values, &order, &mut bottom);
             let mut lanes = [0u64; WIDTH];

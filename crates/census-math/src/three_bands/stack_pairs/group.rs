@@ -10,7 +10,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::blocks::{self, Block, WIDTH};
+use super::blocks::{self, Blocks, WIDTH};
+use super::values::Known;
 use super::{Perm, ROW_ORDERS, Renamer, StackPairTable, row_sum, stack_choices};
 use crate::three_bands::{MAX_R, Pattern, ThreeBandError};
 
@@ -133,14 +134,15 @@ impl StackPairTable {
         firsts: impl Iterator<Item = FirstTwo>,
         cancel: &AtomicBool,
     ) -> Result<Vec<u128>, ThreeBandError> {
-        let (mut total, mut known) = (0u128, Vec::new());
+        let (mut total, mut known) = (0u128, Known::new());
         for first in firsts {
             if cancel.load(Ordering::Relaxed) {
                 return Err(ThreeBandError::Cancelled);
             }
             let (b_m, b_l) = (self.row(first.node_m, cancel)?[0], self.row(first.node_l, cancel)?[0]);
-            self.values.extend(&mut known);
-            total += u128::from(u64::from(known[usize::from(b_m)]) * u64::from(known[usize::from(b_l)]));
+            self.values.update(&mut known);
+            let value = |number: u16| u64::from(known.values()[usize::from(number)]);
+            total += u128::from(value(b_m) * value(b_l));
         }
         Ok(vec![total])
     }
@@ -161,7 +163,7 @@ impl StackPairTable {
         let width = group.last[0].len();
         let mut reads = vec![0u32; group.last.len() * width];
         let mut totals = vec![0u128; group.last.len()];
-        let mut known = Vec::new();
+        let mut known = Known::new();
         for first in firsts {
             if cancel.load(Ordering::Relaxed) {
                 return Err(ThreeBandError::Cancelled);
@@ -179,8 +181,8 @@ impl StackPairTable {
                 }
             }
             let (row_m, row_l) = (self.row(first.node_m, cancel)?, self.row(first.node_l, cancel)?);
-            self.values.extend(&mut known);
-            let value = |number: &u16| known[usize::from(*number)];
+            self.values.update(&mut known);
+            let value = |number: &u16| known.values()[usize::from(*number)];
             let (row_m, row_l): (Vec<u32>, Vec<u32>) =
                 (row_m.iter().map(value).collect(), row_l.iter().map(value).collect());
             for (total, member_reads) in totals.iter_mut().zip(reads.chunks_exact(width)) {
@@ -218,7 +220,7 @@ impl StackPairTable {
             .map(|choices| choices.iter().map(|&(m, l, _)| at_m[usize::from(m)] | at_l[usize::from(l)] << 16).collect())
             .collect();
         let third = &group.shared[2];
-        let mut known = Vec::new();
+        let mut known = Known::new();
         let mut scratch = Scratch::new(k, group);
         let mut totals = vec![0u128; group.last.len()];
         for first in firsts {
@@ -236,9 +238,9 @@ impl StackPairTable {
                     rows_m.push(self.row(self.row_of(first.node_m, row_m), cancel)?);
                     rows_l.push(self.row(self.row_of(first.node_l, row_l), cancel)?);
                 }
-                self.values.extend(&mut known);
-                blocks::gather(&rows_m, &known, &scratch.order_m, &mut scratch.blocks_m);
-                blocks::gather(&rows_l, &known, &scratch.order_l, &mut scratch.blocks_l);
+                self.values.update(&mut known);
+                blocks::gather(&rows_m, known.values(), &scratch.order_m, &mut scratch.blocks_m);
+                blocks::gather(&rows_l, known.values(), &scratch.order_l, &mut scratch.blocks_l);
                 for (member_lanes, member_pairs) in lanes.iter_mut().zip(&pairs) {
                     blocks::pair_sums(&scratch.blocks_m, &scratch.blocks_l, member_pairs, member_lanes);
                 }
@@ -259,18 +261,20 @@ struct Scratch {
     order_l: Vec<(u16, u16)>,
     /// Position + 1 by renamed split, 0 where no met split is renamed to it.
     by_split: Vec<u16>,
-    blocks_m: Vec<Block>,
-    blocks_l: Vec<Block>,
+    blocks_m: Box<Blocks>,
+    blocks_l: Box<Blocks>,
 }
 
 impl Scratch {
     fn new(k: usize, group: &Group) -> Scratch {
+        // Positions are 16 bits.
+        assert!(group.met_m.len() <= 1 << 16 && group.met_l.len() <= 1 << 16);
         Scratch {
             order_m: Vec::with_capacity(group.met_m.len()),
             order_l: Vec::with_capacity(group.met_l.len()),
             by_split: vec![0; k],
-            blocks_m: vec![[0; WIDTH]; group.met_m.len()],
-            blocks_l: vec![[0; WIDTH]; group.met_l.len()],
+            blocks_m: blocks::blocks(),
+            blocks_l: blocks::blocks(),
         }
     }
 

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// At most this many values: numbers are 16 bits.
-const CAPACITY: usize = 1 << 16;
+pub(super) const CAPACITY: usize = 1 << 16;
 
 /// The values met so far, each with its number, shared by all threads.
 pub(super) struct Values {
@@ -49,11 +49,33 @@ impl Values {
             .collect()
     }
 
-    /// Extends `known` (the values of numbers 0 ..) to every value numbered
-    /// so far: at least every number in the rows this thread has read.
-    pub(super) fn extend(&self, known: &mut Vec<u32>) {
+    /// Updates `known` to every value numbered so far: at least every
+    /// number in the rows this thread has read.
+    pub(super) fn update(&self, known: &mut Known) {
         let len = self.len.load(Ordering::Acquire);
-        known.extend(self.values[known.len()..len].iter().map(|value| value.load(Ordering::Relaxed)));
+        for (slot, value) in known.values[known.len..len].iter_mut().zip(&self.values[known.len..len]) {
+            *slot = value.load(Ordering::Relaxed);
+        }
+        known.len = len;
+    }
+}
+
+/// One thread's copy of [`Values`], by number: a list as long as numbers
+/// go, so that reading it by a number needs no check (0 past the values
+/// numbered when it was last updated).
+pub(super) struct Known {
+    values: Box<[u32; CAPACITY]>,
+    len: usize,
+}
+
+impl Known {
+    pub(super) fn new() -> Known {
+        Known { values: vec![0; CAPACITY].into_boxed_slice().try_into().expect("CAPACITY values"), len: 0 }
+    }
+
+    /// The values, by number.
+    pub(super) fn values(&self) -> &[u32; CAPACITY] {
+        &self.values
     }
 }
 
@@ -65,11 +87,11 @@ mod tests {
     fn values_are_numbered_once_and_read_back() {
         let values = Values::new();
         assert_eq!(*values.numbers_of(&[70, 5, 70, 9]), [0, 1, 0, 2]);
-        let mut known = Vec::new();
-        values.extend(&mut known);
-        assert_eq!(known, [70, 5, 9]);
+        let mut known = Known::new();
+        values.update(&mut known);
+        assert_eq!(known.values()[..4], [70, 5, 9, 0]);
         assert_eq!(*values.numbers_of(&[9, 11]), [2, 3]);
-        values.extend(&mut known);
-        assert_eq!(known, [70, 5, 9, 11]);
+        values.update(&mut known);
+        assert_eq!(known.values()[..5], [70, 5, 9, 11, 0]);
     }
 }
