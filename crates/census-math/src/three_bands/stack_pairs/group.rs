@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::blocks::{self, Blocks, WIDTH};
-use super::values::Known;
+use super::values::{CAPACITY, Known};
 use super::{Perm, ROW_ORDERS, Renamer, StackPairTable, row_sum, stack_choices};
 use crate::three_bands::{MAX_R, Pattern, ThreeBandError};
 
@@ -204,95 +204,108 @@ impl StackPairTable {
     ) -> Result<Vec<u128>, ThreeBandError> {
         let k = self.splits.count();
         // Per member, its last stack's choices as positions in the met
-        // lists: the middle band's in the low 16 bits, the bottom band's in
-        // the high. They do not change with the renaming.
-        let positions = |met: &[u16]| -> Vec<u32> {
-            let mut at = vec![u32::MAX; k];
+        // lists, which do not change with the renaming.
+        let positions = |met: &[u16]| -> Vec<u16> {
+            let mut at = vec![u16::MAX; k];
             for (p, &y) in met.iter().enumerate() {
-                at[usize::from(y)] = p as u32;
+                at[usize::from(y)] = p as u16;
             }
             at
         };
         let (at_m, at_l) = (positions(&group.met_m), positions(&group.met_l));
-        let pairs: Vec<Vec<u32>> = group
+        let pairs: Vec<Vec<(u16, u16)>> = group
             .last
             .iter()
-            .map(|choices| choices.iter().map(|&(m, l, _)| at_m[usize::from(m)] | at_l[usize::from(l)] << 16).collect())
+            .map(|choices| choices.iter().map(|&(m, l, _)| (at_m[usize::from(m)], at_l[usize::from(l)])).collect())
             .collect();
+        let (terms, mut moved) = (blocks::Terms::new(&pairs), blocks::Terms::empty());
+        let mut sums = blocks::sums();
         let third = &group.shared[2];
         let mut known = Known::new();
-        let mut scratch = Scratch::new(k, group);
+        let (mut middle, mut bottom) = (Side::new(k, &group.met_m), Side::new(k, &group.met_l));
+        let (mut by_split, missing) = (vec![0u16; k], vec![blocks::ZERO; k]);
         let mut totals = vec![0u128; group.last.len()];
         for first in firsts {
             if cancel.load(Ordering::Relaxed) {
                 return Err(ThreeBandError::Cancelled);
             }
             let (rename_m, rename_l) = (self.splits.renamer(&first.perm_m), self.splits.renamer(&first.perm_l));
-            scratch.order(&rename_m, &rename_l, group);
+            middle.rename(&group.met_m, &rename_m, &mut by_split);
+            bottom.rename(&group.met_l, &rename_l, &mut by_split);
+            terms.moved(&middle.at, &bottom.at, &mut moved);
             let x_m: Vec<u16> = third.iter().map(|&(m, _, _)| rename_m.apply(m)).collect();
             let x_l: Vec<u16> = third.iter().map(|&(_, l, _)| rename_l.apply(l)).collect();
-            let mut lanes = vec![[0u64; WIDTH]; group.last.len()];
             for (x_m, x_l) in x_m.chunks(WIDTH).zip(x_l.chunks(WIDTH)) {
-                let (mut rows_m, mut rows_l) = (Vec::with_capacity(WIDTH), Vec::with_capacity(WIDTH));
-                for (&row_m, &row_l) in x_m.iter().zip(x_l) {
-                    rows_m.push(self.row(self.row_of(first.node_m, row_m), cancel)?);
-                    rows_l.push(self.row(self.row_of(first.node_l, row_l), cancel)?);
+                let (mut rows_m, mut rows_l) = ([missing.as_slice(); WIDTH], [missing.as_slice(); WIDTH]);
+                for (i, (&row_m, &row_l)) in x_m.iter().zip(x_l).enumerate() {
+                    rows_m[i] = self.row(self.row_of(first.node_m, row_m), cancel)?;
+                    rows_l[i] = self.row(self.row_of(first.node_l, row_l), cancel)?;
                 }
                 self.values.update(&mut known);
-                blocks::gather(&rows_m, known.values(), &scratch.order_m, &mut scratch.blocks_m);
-                blocks::gather(&rows_l, known.values(), &scratch.order_l, &mut scratch.blocks_l);
-                for (member_lanes, member_pairs) in lanes.iter_mut().zip(&pairs) {
-                    blocks::pair_sums(&scratch.blocks_m, &scratch.blocks_l, member_pairs, member_lanes);
-                }
+                middle.read(&rows_m, known.values());
+                bottom.read(&rows_l, known.values());
+                blocks::term_sums(&middle.blocks, &bottom.blocks, &moved, &mut sums);
             }
-            for (total, member_lanes) in totals.iter_mut().zip(&lanes) {
-                *total += member_lanes.iter().map(|&lane| u128::from(lane)).sum::<u128>();
+            for (total, member) in totals.iter_mut().zip(sums.iter_mut()) {
+                *total += member.0.iter().map(|&lane| u128::from(lane)).sum::<u128>();
+                member.0 = [0; WIDTH];
             }
         }
         Ok(totals)
     }
 }
 
-/// The buffers of [`StackPairTable::sum_by_blocks`], made once a group.
-struct Scratch {
+/// The blocks of one band (middle or bottom) in [`StackPairTable::sum_by_blocks`].
+///
+/// When the group meets most of the last stack's splits, the rows are
+/// transposed whole into blocks by split, and a position's block is where
+/// its renamed split is; when it meets few, only their values are gathered,
+/// into blocks by position.
+struct Side {
+    /// Whether the rows are transposed whole.
+    whole: bool,
+    /// Each position's block.
+    at: Box<blocks::At>,
     /// The met splits' renamed splits with their positions, ascending in
-    /// the renamed split (so rows are read front to back).
-    order_m: Vec<(u16, u16)>,
-    order_l: Vec<(u16, u16)>,
-    /// Position + 1 by renamed split, 0 where no met split is renamed to it.
-    by_split: Vec<u16>,
-    blocks_m: Box<Blocks>,
-    blocks_l: Box<Blocks>,
+    /// the renamed split (so rows are read front to back), when gathered.
+    order: Vec<(u16, u16)>,
+    blocks: Box<Blocks>,
 }
 
-impl Scratch {
-    fn new(k: usize, group: &Group) -> Scratch {
+impl Side {
+    fn new(k: usize, met: &[u16]) -> Side {
         // Positions are 16 bits.
-        assert!(group.met_m.len() <= 1 << 16 && group.met_l.len() <= 1 << 16);
-        Scratch {
-            order_m: Vec::with_capacity(group.met_m.len()),
-            order_l: Vec::with_capacity(group.met_l.len()),
-            by_split: vec![0; k],
-            blocks_m: blocks::blocks(),
-            blocks_l: blocks::blocks(),
+        assert!(met.len() <= 1 << 16, "more than 2^16 splits met");
+        Side { whole: 4 * met.len() >= k, at: blocks::at(), order: Vec::new(), blocks: blocks::blocks() }
+    }
+
+    /// Follows a choice's renaming: where each position's block is, or
+    /// the order in which to gather them. `by_split` is all 0, and left so.
+    fn rename(&mut self, met: &[u16], rename: &Renamer<'_>, by_split: &mut [u16]) {
+        if self.whole {
+            for (p, &y) in met.iter().enumerate() {
+                self.at[p] = rename.apply(y);
+            }
+            return;
+        }
+        for (p, &y) in met.iter().enumerate() {
+            by_split[usize::from(rename.apply(y))] = p as u16 + 1;
+        }
+        self.order.clear();
+        for (y, slot) in by_split.iter_mut().enumerate() {
+            if *slot != 0 {
+                self.order.push((y as u16, *slot - 1));
+                *slot = 0;
+            }
         }
     }
 
-    /// The orders of the met splits under this choice's renamings.
-    fn order(&mut self, rename_m: &Renamer<'_>, rename_l: &Renamer<'_>, group: &Group) {
-        for (met, rename, order) in
-            [(&group.met_m, rename_m, &mut self.order_m), (&group.met_l, rename_l, &mut self.order_l)]
-        {
-            for (p, &y) in met.iter().enumerate() {
-                self.by_split[usize::from(rename.apply(y))] = p as u16 + 1;
-            }
-            order.clear();
-            for (y, slot) in self.by_split.iter_mut().enumerate() {
-                if *slot != 0 {
-                    order.push((y as u16, *slot - 1));
-                    *slot = 0;
-                }
-            }
+    /// The blocks of these rows.
+    fn read(&mut self, rows: &[&[u16]; WIDTH], values: &[u32; CAPACITY]) {
+        if self.whole {
+            blocks::transpose(rows, values, &mut self.blocks);
+        } else {
+            blocks::gather(rows, values, &self.order, &mut self.blocks);
         }
     }
 }

@@ -31,7 +31,7 @@ impl Values {
     }
 
     /// The numbers of `values`, numbering the values not met before. Panics
-    /// past 65,536 distinct values (r = 4 has 5,240).
+    /// past 65,535 distinct values (r = 4 has 5,240).
     pub(super) fn numbers_of(&self, values: &[u32]) -> Box<[u16]> {
         let mut numbers = self.numbers.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         values
@@ -39,7 +39,12 @@ impl Values {
             .map(|&value| {
                 *numbers.entry(value).or_insert_with(|| {
                     let number = self.len.load(Ordering::Relaxed);
-                    assert!(number < CAPACITY, "a three-band table with more than {CAPACITY} distinct values");
+                    // The last number is kept for blocks' missing rows (`blocks::ZERO`).
+                    assert!(
+                        number < CAPACITY - 1,
+                        "a three-band table with more than {} distinct values",
+                        CAPACITY - 1
+                    );
                     self.values[number].store(value, Ordering::Relaxed);
                     // Released after the value: whoever sees the length sees the value.
                     self.len.store(number + 1, Ordering::Release);
