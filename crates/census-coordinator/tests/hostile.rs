@@ -542,11 +542,11 @@ async fn a_disagreement_of_two_identities_settles(store: Arc<dyn JobStore>) {
 
 /// Issue 44's own form: the first two gangsters of 4x3 (12x12 grids), a
 /// slice whose jobs take seconds to minutes of CPU and a table of up to
-/// 1.2 GB, each counted by the honest worker and again by the coordinator.
+/// 600 MB, each counted by the honest worker and again by the coordinator.
 /// Opt-in: `cargo test --release -p census-coordinator --test hostile --
 /// --ignored a_4x3_disagreement`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "minutes of CPU and up to 1.2 GB: run it with --ignored"]
+#[ignore = "minutes of CPU and up to 600 MB: run it with --ignored"]
 async fn a_4x3_disagreement_of_two_identities_settles_on_sqlite() {
     let census = "shape boxes=4x3 gangsters=0..2";
     let parsed = census_math::census::Census::from_str(census).unwrap();

@@ -12,7 +12,7 @@
 //! group on two threads (`SharedTable::count_many`), and prints each one's
 //! G / 576 next to the published line it equals. With no file it compares
 //! with the sample in tests/data, which holds 12 of the 53. Exits 1 if a
-//! count is not published. Both threads share one table (1.2 GB at most).
+//! count is not published. Both threads share one table (600 MB at most).
 use census_math::three_bands::{Pattern, SharedTable, band_count, gangsters, parse_published_counts};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;

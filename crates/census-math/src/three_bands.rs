@@ -818,7 +818,7 @@ pub fn count_job(key: &str, cancel: &AtomicBool) -> Result<u128, ThreeBandError>
 
 /// The stack-pair table of one r that every count of the process shares
 /// ([`stack_pairs::StackPairTable`]: a table is filled as it is read and
-/// then serves every gangster; 1.2 GB at most for r = 4), on every thread.
+/// then serves every gangster; 600 MB at most for r = 4), on every thread.
 /// Counters made with [`SharedTable::new`] for the same r while one is alive
 /// hold the same table, so a worker's counting threads, the coordinator's
 /// checking threads and any other counter in the process together hold one

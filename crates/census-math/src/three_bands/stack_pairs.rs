@@ -12,8 +12,8 @@
 //!
 //!   b(band) = table[node][split 2 renamed][split 3 renamed],
 //!
-//! a table of nodes x splits^2 (9 x 5,775^2 entries of 32 bits for r = 4,
-//! 1.2 GB). A row of it (node and split 2) is filled whole, by colouring
+//! a table of nodes x splits^2 (9 x 5,775^2 entries for r = 4, 16-bit
+//! numbers of its distinct values: 600 MB). A row of it (node and split 2) is filled whole, by colouring
 //! (`Colouring`: no class lookups and no per-class b), the first time a
 //! term reads it; rows that a relabelling keeping the node maps onto each
 //! other are coloured once (`NodeOrbits`). A term of G is then two reads
@@ -31,6 +31,13 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{MAX_DIGITS, MAX_R, Pattern, ThreeBandError, check_r};
+
+mod blocks;
+mod colouring;
+mod group;
+mod values;
+
+use colouring::Colouring;
 
 /// r! by r: the orders of a band's rows.
 const ROW_ORDERS: [u32; MAX_R + 1] = [1, 1, 2, 6, 24];
@@ -420,110 +427,6 @@ fn color_orders(r: usize) -> Vec<[u8; MAX_R]> {
     out
 }
 
-/// b of every band whose first r - 1 stacks are given, whatever its last
-/// stack, by colouring: a band is the rows' colours of each column's r
-/// digits (a bijection per column) such that each digit takes r different
-/// colours, one per stack. Colouring the first r - 1 stacks leaves each
-/// digit one colour, and the digits missing colour c form a 3-set; the
-/// last stack then has exactly one colouring, valid when each of those
-/// r 3-sets is a transversal of its columns. So
-///
-///   b(prefix, Y) = sum over Y's transversal partitions Q of W(Q),
-///
-/// W(Q) the colourings of the prefix whose missing colours split the
-/// digits as Q. The colour names are fixed in the first column (every
-/// colouring is one of r! relabellings of one so fixed), so W = r! x the
-/// colourings counted.
-struct Colouring {
-    r: usize,
-    /// The r! colour orders.
-    orders: Vec<[u8; MAX_R]>,
-    /// For the colours already taken by a column's r digits (r bits each,
-    /// digit i's at bits r i ..), the indexes in `orders` that give none of
-    /// them a colour it has: `fits[starts[key]..starts[key + 1]]`.
-    fits: Vec<u8>,
-    starts: Vec<u32>,
-    /// Per split, its transversal partitions' ranks.
-    transversals: Vec<Vec<u16>>,
-    partitions: usize,
-}
-
-impl Colouring {
-    fn new(r: usize, splits: &Splits) -> Colouring {
-        let orders = color_orders(r);
-        let mut fits = Vec::new();
-        let mut starts = vec![0u32];
-        for key in 0usize..1 << (r * r) {
-            for (o, order) in orders.iter().enumerate() {
-                if (0..r).all(|i| (key >> (r * i)) & (1 << order[i]) == 0) {
-                    fits.push(o as u8);
-                }
-            }
-            starts.push(fits.len() as u32);
-        }
-        let transversals = splits.labels.iter().map(|labels| transversal_partitions(r, labels)).collect();
-        Colouring { r, orders, fits, starts, transversals, partitions: partitions(r) }
-    }
-
-    /// b of (prefix, y) for every split y, the prefix's r - 1 splits given
-    /// as column labels.
-    fn row(&self, prefix: &[&[u8; MAX_DIGITS]]) -> Vec<u32> {
-        let r = self.r;
-        let n = 3 * r;
-        let mut columns: Vec<[u8; MAX_R]> = Vec::with_capacity(3 * prefix.len());
-        for labels in prefix {
-            for c in 0..3u8 {
-                let mut column = [0u8; MAX_R];
-                let digits = (0..n as u8).filter(|&d| labels[usize::from(d)] == c);
-                for (slot, d) in column.iter_mut().zip(digits) {
-                    *slot = d;
-                }
-                columns.push(column);
-            }
-        }
-        let mut w = vec![0u64; self.partitions];
-        let mut used = [0u8; MAX_DIGITS];
-        // The first column's colours fixed: 0, 1, .., r - 1 in order.
-        for (i, &d) in columns[0][..r].iter().enumerate() {
-            used[usize::from(d)] = 1 << i;
-        }
-        self.colour(&columns, 1, &mut used, &mut w);
-        let factor = self.orders.len() as u64;
-        self.transversals
-            .iter()
-            .map(|ranks| {
-                let sum: u64 = ranks.iter().map(|&q| w[usize::from(q)]).sum();
-                u32::try_from(factor * sum).expect("b of a band fits 32 bits for r <= 4")
-            })
-            .collect()
-    }
-
-    fn colour(&self, columns: &[[u8; MAX_R]], t: usize, used: &mut [u8; MAX_DIGITS], w: &mut [u64]) {
-        let r = self.r;
-        if t == columns.len() {
-            let full = (1u8 << r) - 1;
-            let mut blocks = [0u16; MAX_R];
-            for (d, &mask) in used[..3 * r].iter().enumerate() {
-                blocks[(full & !mask).trailing_zeros() as usize] |= 1 << d;
-            }
-            w[partition_rank(&blocks[..r], 3 * r)] += 1;
-            return;
-        }
-        let column = &columns[t];
-        let key = (0..r).fold(0usize, |key, i| key | usize::from(used[usize::from(column[i])]) << (r * i));
-        for &o in &self.fits[self.starts[key] as usize..self.starts[key + 1] as usize] {
-            let order = &self.orders[usize::from(o)];
-            for i in 0..r {
-                used[usize::from(column[i])] |= 1 << order[i];
-            }
-            self.colour(columns, t + 1, used, w);
-            for i in 0..r {
-                used[usize::from(column[i])] &= !(1 << order[i]);
-            }
-        }
-    }
-}
-
 /// The digit relabellings that keep the plain split and a node's split
 /// (each as a partition): the orbits of the splits under them, and for
 /// each split x a relabelling taking its orbit's first split to x.
@@ -613,15 +516,19 @@ pub struct StackPairTable {
     /// b by row: for r = 4 a row is a node and the split of stack 2 and
     /// holds b for every split of stack 3; for r = 3 a row is a node and
     /// holds b for every split of stack 2; for r = 2 a row is a node and
-    /// holds its one b.
-    rows: Vec<OnceLock<Box<[u32]>>>,
+    /// holds its one b. Entries are numbers of [`values::Values`].
+    rows: Vec<OnceLock<Box<[u16]>>>,
+    values: values::Values,
+    /// The colourings of the rows' stacks but the last ([`colouring::States`]):
+    /// for r = 4 one per node, made when a row of the node is first coloured.
+    states: Vec<OnceLock<colouring::States>>,
     coloured: AtomicU64,
     relabelled: AtomicU64,
 }
 
 impl StackPairTable {
     /// An empty table for r x 3 boxes. Its rows take memory only as they
-    /// are filled: at most nodes x splits^(r - 2) x 4 bytes, 1.2 GB for r = 4.
+    /// are filled: at most nodes x splits^(r - 2) x 2 bytes, 600 MB for r = 4.
     pub fn new(r: usize) -> Result<StackPairTable, ThreeBandError> {
         check_r(r)?;
         let splits = Splits::new(r);
@@ -632,12 +539,15 @@ impl StackPairTable {
             Vec::new()
         };
         let rows = if r == 4 { splits.nodes.len() * splits.count() } else { splits.nodes.len() };
+        let prefixes = if r == 4 { splits.nodes.len() } else { 1 };
         Ok(StackPairTable {
             r,
             splits,
             colouring,
             orbits,
             rows: (0..rows).map(|_| OnceLock::new()).collect(),
+            values: values::Values::new(),
+            states: (0..prefixes).map(|_| OnceLock::new()).collect(),
             coloured: AtomicU64::new(0),
             relabelled: AtomicU64::new(0),
         })
@@ -682,7 +592,7 @@ impl StackPairTable {
     }
 
     /// A row, filled first if it is not yet.
-    fn row(&self, row: usize, cancel: &AtomicBool) -> Result<&[u32], ThreeBandError> {
+    fn row(&self, row: usize, cancel: &AtomicBool) -> Result<&[u16], ThreeBandError> {
         if let Some(values) = self.rows[row].get() {
             return Ok(values);
         }
@@ -693,38 +603,30 @@ impl StackPairTable {
         Ok(self.rows[row].get_or_init(|| self.fill(row)))
     }
 
-    /// Asks the cache for a row that is about to be read, if it is filled.
-    fn prefetch_row(&self, row: usize) {
-        if let Some(values) = self.rows[row].get() {
-            prefetch(values);
-        }
-    }
-
     /// A row's values: b / r! of each band (the bands up to the order of
     /// their rows, which every band has r! of).
-    fn fill(&self, row: usize) -> Box<[u32]> {
+    fn fill(&self, row: usize) -> Box<[u16]> {
         let plain = &self.splits.labels[0];
         let node_split = |node: usize| &self.splits.labels[usize::from(self.splits.nodes[node])];
         match self.r {
             2 => {
                 // b of (plain, node), the node's split as the last stack.
-                let values = self.coloured(&[plain]);
+                let values = self.coloured(0, &[plain]);
                 Box::new([values[usize::from(self.splits.nodes[row])]])
             }
-            3 => self.coloured(&[plain, node_split(row)]),
+            3 => self.coloured(0, &[plain, node_split(row)]),
             _ => {
                 let k = self.splits.count();
                 let (node, x) = (row / k, row % k);
-                let first = usize::from(self.orbits[node].first[x]);
-                if first == x {
-                    return self.coloured(&[plain, node_split(node), &self.splits.labels[x]]);
+                let (source, h) = self.source(node, x as u16);
+                if source == row {
+                    return self.coloured(node, &[plain, node_split(node), &self.splits.labels[x]]);
                 }
-                // The relabelling h takes (plain, node, first) to (plain, node, x):
-                // b(plain, node, x, h y) = b(plain, node, first, y).
+                // b(plain, node, x, h y) = b(the source's three stacks, y).
                 let never = AtomicBool::new(false);
-                let source = self.row(node * k + first, &never).expect("never cancelled");
-                let h = self.splits.renamer(&self.orbits[node].to[x]);
-                let mut values = vec![0u32; k].into_boxed_slice();
+                let source = self.row(source, &never).expect("never cancelled");
+                let h = self.splits.renamer(&h);
+                let mut values = vec![0u16; k].into_boxed_slice();
                 for (y, &b) in source.iter().enumerate() {
                     values[usize::from(h.apply(y as u16))] = b;
                 }
@@ -734,18 +636,56 @@ impl StackPairTable {
         }
     }
 
-    /// b / r! of every band whose first r - 1 stacks are `prefix`, by
-    /// colouring. Each is below 2^24 (the largest for r = 4 is 7,962,624),
-    /// which keeps a row sum within 64 bits.
-    fn coloured(&self, prefix: &[&[u8; MAX_DIGITS]]) -> Box<[u32]> {
+    /// The coloured row that row (node, x) is a relabelling of (r = 4), and
+    /// a relabelling h with b(plain, node, x, h y) = that row's value at y.
+    ///
+    /// The row's values are b of the bands whose first three stacks are
+    /// the plain split, the node's split and x, in any order (b does not
+    /// change when stacks are permuted) and up to relabelling. Each ordered
+    /// pair of the three is renamed to (plain, a node), the third split
+    /// then to the first of its orbit under the relabellings that keep them
+    /// ([`NodeOrbits`]): the least of the six rows so reached depends only
+    /// on the three splits' class, and is the one row of the class that is
+    /// coloured.
+    fn source(&self, node: usize, x: u16) -> (usize, Perm) {
+        let k = self.splits.count();
+        let stacks = [0, self.splits.nodes[node], x];
+        let mut best: Option<(usize, Perm, Perm)> = None;
+        for (p, q, t) in [(0, 1, 2), (1, 0, 2), (0, 2, 1), (2, 0, 1), (1, 2, 0), (2, 1, 0)] {
+            // to_pair takes stacks p, q to (plain, node n), t to third.
+            let (n, to_pair) = self.splits.renaming(stacks[p], stacks[q]);
+            let third = self.splits.apply(&to_pair, stacks[t]);
+            let orbits = &self.orbits[n];
+            let row = n * k + usize::from(orbits.first[usize::from(third)]);
+            if best.as_ref().is_none_or(|&(least, ..)| row < least) {
+                best = Some((row, to_pair, orbits.to[usize::from(third)]));
+            }
+        }
+        let (row, to_pair, from_first) = best.expect("six orders");
+        // from_first takes (plain, n, first) to (plain, n, third); undo to_pair.
+        let mut back = [0u8; MAX_DIGITS];
+        for (d, &image) in to_pair.iter().enumerate().take(self.splits.n) {
+            back[usize::from(image)] = d as u8;
+        }
+        (row, std::array::from_fn(|d| if d < self.splits.n { back[usize::from(from_first[d])] } else { 0 }))
+    }
+
+    /// The numbers of b / r! of every band whose first r - 1 stacks are
+    /// `prefix`, by colouring. Each b / r! is below 2^23 (the largest for
+    /// r = 4 is 7,962,624), which keeps the sums of [`blocks`] within 64
+    /// bits.
+    /// The colourings of the prefix's stacks before its last are
+    /// `self.states[node]` (r = 4; there is one for r = 2 and 3).
+    fn coloured(&self, node: usize, prefix: &[&[u8; MAX_DIGITS]]) -> Box<[u16]> {
         self.coloured.fetch_add(1, Ordering::Relaxed);
         let orders = ROW_ORDERS[self.r];
-        let mut values = self.colouring.row(prefix);
+        let states = self.states[node].get_or_init(|| self.colouring.states(prefix));
+        let mut values = self.colouring.row(prefix, states);
         for value in &mut values {
-            assert!(value.is_multiple_of(orders) && *value / orders < 1 << 24, "b = {value} for r = {}", self.r);
+            assert!(value.is_multiple_of(orders) && *value / orders < 1 << 23, "b = {value} for r = {}", self.r);
             *value /= orders;
         }
-        values.into_boxed_slice()
+        self.values.numbers_of(&values)
     }
 
     /// G of the pattern's top band: the ways to complete it with a middle
@@ -802,169 +742,6 @@ impl StackPairTable {
         }
         Ok(out)
     }
-
-    /// G of each pattern of a group whose top bands share the first r - 1
-    /// stacks digit for digit ([`StackPairTable::completions_of_many`]), or
-    /// part `part` of `parts` of it ([`StackPairTable::completions_in_part`]).
-    fn completions_of_group(
-        &self,
-        patterns: &[Pattern],
-        part: usize,
-        parts: usize,
-        cancel: &AtomicBool,
-    ) -> Result<Vec<u128>, ThreeBandError> {
-        let r = self.r;
-        if let Some(other) = patterns.iter().find(|p| p.r() != r) {
-            return Err(ThreeBandError::UnsupportedShape { r: other.r() });
-        }
-        let tops: Vec<Vec<[u8; MAX_R]>> = patterns.iter().map(Pattern::digit_vectors).collect();
-        if r == 2 && patterns.len() > 1 {
-            // Two stacks: the members differ in the stack the pairs are made of.
-            let mut out = Vec::with_capacity(patterns.len());
-            for pattern in patterns {
-                out.push(self.completions_of_group(std::slice::from_ref(pattern), part, parts, cancel)?[0]);
-            }
-            return Ok(out);
-        }
-        let stack_of = |top: &[[u8; MAX_R]], s: usize| -> Vec<(u16, u16, bool)> {
-            let column: Vec<u8> = top.iter().map(|v| v[s]).collect();
-            stack_choices(r, &column, &self.splits)
-        };
-        share_first_stacks(r, patterns, &tops)?;
-        let shared: Vec<Vec<(u16, u16, bool)>> = (0..r - 1).map(|s| stack_of(&tops[0], s)).collect();
-        let last: Vec<Vec<(u16, u16, bool)>> = tops.iter().map(|top| stack_of(top, r - 1)).collect();
-        let k = self.splits.count();
-        let (met_m, met_l) = splits_met(k, &last);
-        // (For r = 2 the second stack is the last: one member.)
-        let pairs = self.pairs_by_node(&shared[0], if r == 2 { &last[0] } else { &shared[1] });
-        // Renamed splits: the last stack's by split (for every member), the
-        // third's (r = 4, shared) by choice.
-        let (mut last_m, mut last_l) = (vec![0u16; k], vec![0u16; k]);
-        // Per member, its last stack's choices as index pairs into the two
-        // rows a term reads: the middle band's renamed split in the low 16
-        // bits, the bottom band's in the high (one load a term).
-        let width = last[0].len();
-        let mut reads = vec![0u32; patterns.len() * width];
-        let third = if r == 4 { shared[2].clone() } else { Vec::new() };
-        let (mut x_m, mut x_l) = (vec![0u16; third.len()], vec![0u16; third.len()]);
-        let mut totals = vec![0u128; patterns.len()];
-        for (node_m, node_l, perm_m, perm_l) in pairs.into_iter().skip(part).step_by(parts) {
-            if cancel.load(Ordering::Relaxed) {
-                return Err(ThreeBandError::Cancelled);
-            }
-            if r == 2 {
-                let (b_m, b_l) = (self.row(node_m, cancel)?[0], self.row(node_l, cancel)?[0]);
-                totals[0] += u128::from(u64::from(b_m) * u64::from(b_l));
-                continue;
-            }
-            let (rename_m, rename_l) = (self.splits.renamer(&perm_m), self.splits.renamer(&perm_l));
-            for &y in &met_m {
-                last_m[usize::from(y)] = rename_m.apply(y);
-            }
-            for &y in &met_l {
-                last_l[usize::from(y)] = rename_l.apply(y);
-            }
-            for (member_reads, choices) in reads.chunks_exact_mut(width).zip(&last) {
-                for (read, &(m, l, _)) in member_reads.iter_mut().zip(choices) {
-                    *read = u32::from(last_m[usize::from(m)]) | u32::from(last_l[usize::from(l)]) << 16;
-                }
-            }
-            if r == 3 {
-                let (row_m, row_l) = (self.row(node_m, cancel)?, self.row(node_l, cancel)?);
-                for (total, member_reads) in totals.iter_mut().zip(reads.chunks_exact(width)) {
-                    *total += u128::from(row_sum(row_m, row_l, member_reads));
-                }
-                continue;
-            }
-            for (i, &(m, l, _)) in third.iter().enumerate() {
-                x_m[i] = rename_m.apply(m);
-                x_l[i] = rename_l.apply(l);
-            }
-            for (i, (&row_m, &row_l)) in x_m.iter().zip(&x_l).enumerate() {
-                let row_m = self.row(self.row_of(node_m, row_m), cancel)?;
-                let row_l = self.row(self.row_of(node_l, row_l), cancel)?;
-                // The next two rows come from memory while these are summed
-                // (worth about half the time of a group of ten: BENCHMARKS.md).
-                if let (Some(&next_m), Some(&next_l)) = (x_m.get(i + 1), x_l.get(i + 1)) {
-                    self.prefetch_row(self.row_of(node_m, next_m));
-                    self.prefetch_row(self.row_of(node_l, next_l));
-                }
-                for (total, member_reads) in totals.iter_mut().zip(reads.chunks_exact(width)) {
-                    *total += u128::from(row_sum(row_m, row_l, member_reads));
-                }
-            }
-        }
-        // The table holds b / r!, and each term stands for itself and its swap.
-        let rows_ordered = u128::from(ROW_ORDERS[r]).pow(2);
-        Ok(totals.into_iter().map(|total| 2 * rows_ordered * total).collect())
-    }
-}
-
-impl StackPairTable {
-    /// The choices of the first two stacks (`first`, `second`) as the
-    /// nodes and renamings of the middle and bottom bands, ordered by the
-    /// nodes: consecutive choices then read the same two node slabs of the
-    /// table (2 x 133 MB for r = 4) instead of all nine (1.2 GB).
-    fn pairs_by_node(
-        &self,
-        first: &[(u16, u16, bool)],
-        second: &[(u16, u16, bool)],
-    ) -> Vec<(usize, usize, Perm, Perm)> {
-        let mut pairs = Vec::with_capacity(first.len() * second.len() / 2);
-        for &(m0, l0, first) in first {
-            if !first {
-                continue;
-            }
-            for &(m1, l1, _) in second {
-                let (node_m, perm_m) = self.splits.renaming(m0, m1);
-                let (node_l, perm_l) = self.splits.renaming(l0, l1);
-                pairs.push((node_m, node_l, perm_m, perm_l));
-            }
-        }
-        pairs.sort_unstable_by_key(|&(node_m, node_l, ..)| (node_m, node_l));
-        pairs
-    }
-}
-
-/// Refuses a group whose members do not share their first r - 1 stacks
-/// digit for digit (`tops`: each member's digit vectors).
-fn share_first_stacks(r: usize, patterns: &[Pattern], tops: &[Vec<[u8; MAX_R]>]) -> Result<(), ThreeBandError> {
-    for (pattern, top) in patterns.iter().zip(tops) {
-        if top.iter().zip(&tops[0]).any(|(a, b)| a[..r - 1] != b[..r - 1]) {
-            return Err(ThreeBandError::BadPattern {
-                text: pattern.key(),
-                reason: format!("does not share its first {} stacks with {}", r - 1, patterns[0].key()),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// The splits of the last stack that any member meets (`last`: each
-/// member's choices), in the middle and in the bottom band, of `k`.
-fn splits_met(k: usize, last: &[Vec<(u16, u16, bool)>]) -> (Vec<u16>, Vec<u16>) {
-    let mut met_m = vec![false; k];
-    let mut met_l = vec![false; k];
-    for &(m, l, _) in last.iter().flatten() {
-        met_m[usize::from(m)] = true;
-        met_l[usize::from(l)] = true;
-    }
-    let met = |flags: &[bool]| -> Vec<u16> { (0..k as u16).filter(|&x| flags[usize::from(x)]).collect() };
-    (met(&met_m), met(&met_l))
-}
-
-/// Asks the processor to bring `values` into the first-level cache: a
-/// hint, which changes no value (nothing on other processors).
-#[inline]
-fn prefetch(values: &[u32]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in values.chunks(16) {
-        // SAFETY: a prefetch reads nothing into the program and never
-        // faults, whatever the address; this one is inside a live slice.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = values;
 }
 
 /// The sum over the index pairs of a[low 16 bits] x b[high 16 bits]. The
@@ -1061,20 +838,44 @@ mod tests {
         let never = AtomicBool::new(false);
         let table = StackPairTable::new(4).unwrap();
         let k = table.splits();
+        let mut known = values::Known::new();
         for node in 0..table.nodes() {
             for x in (node * 131..k).step_by(1_447) {
                 let row = table.row(table.row_of(node, x as u16), &never).unwrap();
+                table.values.update(&mut known);
                 for y in (x % 7..k).step_by(1_931) {
                     let stacks = [0, table.splits.nodes[node], x as u16, y as u16];
                     let vectors: Vec<[u8; MAX_R]> = (0..12)
                         .map(|d| std::array::from_fn(|s| table.splits.labels[usize::from(stacks[s])][d]))
                         .collect();
                     let b = super::super::band_count(&Pattern::from_vectors(4, &vectors).unwrap());
-                    assert_eq!(u128::from(row[y]) * 24, b, "node {node}, x {x}, y {y}");
+                    assert_eq!(u128::from(known.values()[usize::from(row[y])]) * 24, b, "node {node}, x {x}, y {y}");
                 }
             }
         }
         assert!(table.rows_relabelled() > 0 && table.rows_coloured() > 0);
+    }
+
+    /// A row filled by relabelling the coloured row of its class (the same
+    /// three stacks in another order, up to relabelling) equals its own
+    /// colouring, value for value, in every node.
+    #[test]
+    fn relabelled_rows_equal_their_own_colouring() {
+        let never = AtomicBool::new(false);
+        let table = StackPairTable::new(4).unwrap();
+        let (k, labels) = (table.splits(), &table.splits.labels);
+        let mut known = values::Known::new();
+        for node in 0..table.nodes() {
+            for x in (node * 613..k).step_by(1_291) {
+                let row = table.row(table.row_of(node, x as u16), &never).unwrap();
+                table.values.update(&mut known);
+                let prefix = [&labels[0], &labels[usize::from(table.splits.nodes[node])], &labels[x]];
+                let own = table.colouring.row(&prefix, &table.colouring.states(&prefix));
+                let read: Vec<u32> = row.iter().map(|&number| known.values()[usize::from(number)] * 24).collect();
+                assert!(read == own, "node {node}, x {x}");
+            }
+        }
+        assert!(table.rows_relabelled() > 0 && table.rows_coloured() < table.rows_relabelled());
     }
 
     /// Counted together, the classes of r = 2 and 3 get the counts they get

@@ -1,0 +1,311 @@
+//! G of a group of top bands that share their first r - 1 stacks digit for
+//! digit, counted together on one [`StackPairTable`].
+//!
+//! The choices of the first two stacks (halved by the middle / bottom swap)
+//! are the outer loop; each is renamed once to its two nodes. For r = 2 and
+//! 3 the node rows are the rows a term reads, summed row by row. For r = 4
+//! the rows of the third stack's choices are read a few at a time into
+//! blocks, and the members' terms are dense products of blocks
+//! ([`super::blocks`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::blocks::{self, Blocks, WIDTH};
+use super::values::{CAPACITY, Known};
+use super::{Perm, ROW_ORDERS, Renamer, StackPairTable, row_sum, stack_choices};
+use crate::three_bands::{MAX_R, Pattern, ThreeBandError};
+
+/// One choice of the middle band's columns in a stack: the middle band's
+/// split, the bottom band's, and whether the middle's columns come first.
+type Choice = (u16, u16, bool);
+
+/// The choices a group's count runs over.
+struct Group {
+    r: usize,
+    /// The choices of each of the first r - 1 stacks (the same for every member).
+    shared: Vec<Vec<Choice>>,
+    /// Per member, the choices of its last stack.
+    last: Vec<Vec<Choice>>,
+    /// The last stack's splits some member meets, in the middle band and
+    /// in the bottom band, ascending.
+    met_m: Vec<u16>,
+    met_l: Vec<u16>,
+}
+
+/// A choice of the first two stacks, renamed: the middle and bottom bands'
+/// nodes and the relabellings that take their first two stacks there.
+struct FirstTwo {
+    node_m: usize,
+    node_l: usize,
+    perm_m: Perm,
+    perm_l: Perm,
+}
+
+impl StackPairTable {
+    /// G of each pattern of a group whose top bands share the first r - 1
+    /// stacks digit for digit ([`StackPairTable::completions_of_many`]), or
+    /// part `part` of `parts` of it ([`StackPairTable::completions_in_part`]).
+    pub(super) fn completions_of_group(
+        &self,
+        patterns: &[Pattern],
+        part: usize,
+        parts: usize,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
+        let r = self.r;
+        if let Some(other) = patterns.iter().find(|p| p.r() != r) {
+            return Err(ThreeBandError::UnsupportedShape { r: other.r() });
+        }
+        if r == 2 && patterns.len() > 1 {
+            // Two stacks: the members differ in the stack the pairs are made of.
+            let mut out = Vec::with_capacity(patterns.len());
+            for pattern in patterns {
+                out.push(self.completions_of_group(std::slice::from_ref(pattern), part, parts, cancel)?[0]);
+            }
+            return Ok(out);
+        }
+        let group = self.group(patterns)?;
+        let firsts = self.first_two(&group).into_iter().skip(part).step_by(parts);
+        let totals = match r {
+            2 => self.sum_two_stacks(firsts, cancel)?,
+            3 => self.sum_by_rows(&group, firsts, cancel)?,
+            _ => self.sum_by_blocks(&group, firsts, cancel)?,
+        };
+        // The table holds b / r!, and each term stands for itself and its swap.
+        let rows_ordered = u128::from(ROW_ORDERS[r]).pow(2);
+        Ok(totals.into_iter().map(|total| 2 * rows_ordered * total).collect())
+    }
+
+    /// The choices of each stack, after checking that the patterns share
+    /// their first r - 1 stacks.
+    fn group(&self, patterns: &[Pattern]) -> Result<Group, ThreeBandError> {
+        let r = self.r;
+        let tops: Vec<Vec<[u8; MAX_R]>> = patterns.iter().map(Pattern::digit_vectors).collect();
+        for (pattern, top) in patterns.iter().zip(&tops) {
+            if top.iter().zip(&tops[0]).any(|(a, b)| a[..r - 1] != b[..r - 1]) {
+                return Err(ThreeBandError::BadPattern {
+                    text: pattern.key(),
+                    reason: format!("does not share its first {} stacks with {}", r - 1, patterns[0].key()),
+                });
+            }
+        }
+        let stack_of = |top: &[[u8; MAX_R]], s: usize| -> Vec<Choice> {
+            let column: Vec<u8> = top.iter().map(|v| v[s]).collect();
+            stack_choices(r, &column, &self.splits)
+        };
+        let shared: Vec<Vec<Choice>> = (0..r - 1).map(|s| stack_of(&tops[0], s)).collect();
+        let last: Vec<Vec<Choice>> = tops.iter().map(|top| stack_of(top, r - 1)).collect();
+        let k = self.splits.count();
+        let (mut met_m, mut met_l) = (vec![false; k], vec![false; k]);
+        for &(m, l, _) in last.iter().flatten() {
+            met_m[usize::from(m)] = true;
+            met_l[usize::from(l)] = true;
+        }
+        let met = |flags: &[bool]| -> Vec<u16> { (0..k as u16).filter(|&x| flags[usize::from(x)]).collect() };
+        Ok(Group { r, met_m: met(&met_m), met_l: met(&met_l), shared, last })
+    }
+
+    /// The choices of the first two stacks whose middle columns come first
+    /// in the first stack (the others are their swaps), renamed, ordered by
+    /// the nodes of the middle and bottom bands: consecutive choices then
+    /// read the same two node slabs of the table (2 x 133 MB for r = 4)
+    /// instead of all nine (1.2 GB). For r = 2 the second stack is the last
+    /// (a group of one).
+    fn first_two(&self, group: &Group) -> Vec<FirstTwo> {
+        let second = if group.r == 2 { &group.last[0] } else { &group.shared[1] };
+        let mut firsts = Vec::with_capacity(group.shared[0].len() * second.len() / 2);
+        for &(m0, l0, first) in &group.shared[0] {
+            if !first {
+                continue;
+            }
+            for &(m1, l1, _) in second {
+                let (node_m, perm_m) = self.splits.renaming(m0, m1);
+                let (node_l, perm_l) = self.splits.renaming(l0, l1);
+                firsts.push(FirstTwo { node_m, node_l, perm_m, perm_l });
+            }
+        }
+        firsts.sort_unstable_by_key(|first| (first.node_m, first.node_l));
+        firsts
+    }
+
+    /// r = 2: a term is the two node rows' one value each.
+    fn sum_two_stacks(
+        &self,
+        firsts: impl Iterator<Item = FirstTwo>,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
+        let (mut total, mut known) = (0u128, Known::new());
+        for first in firsts {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(ThreeBandError::Cancelled);
+            }
+            let (b_m, b_l) = (self.row(first.node_m, cancel)?[0], self.row(first.node_l, cancel)?[0]);
+            self.values.update(&mut known);
+            let value = |number: u16| u64::from(known.values()[usize::from(number)]);
+            total += u128::from(value(b_m) * value(b_l));
+        }
+        Ok(vec![total])
+    }
+
+    /// r = 3: the node rows hold b for every split of the last stack; each
+    /// member reads them at its renamed choices.
+    fn sum_by_rows(
+        &self,
+        group: &Group,
+        firsts: impl Iterator<Item = FirstTwo>,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
+        let k = self.splits.count();
+        let (mut last_m, mut last_l) = (vec![0u16; k], vec![0u16; k]);
+        // Per member, its last stack's choices as index pairs into the two
+        // rows a term reads: the middle band's renamed split in the low 16
+        // bits, the bottom band's in the high (one load a term).
+        let width = group.last[0].len();
+        let mut reads = vec![0u32; group.last.len() * width];
+        let mut totals = vec![0u128; group.last.len()];
+        let mut known = Known::new();
+        for first in firsts {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(ThreeBandError::Cancelled);
+            }
+            let (rename_m, rename_l) = (self.splits.renamer(&first.perm_m), self.splits.renamer(&first.perm_l));
+            for &y in &group.met_m {
+                last_m[usize::from(y)] = rename_m.apply(y);
+            }
+            for &y in &group.met_l {
+                last_l[usize::from(y)] = rename_l.apply(y);
+            }
+            for (member_reads, choices) in reads.chunks_exact_mut(width).zip(&group.last) {
+                for (read, &(m, l, _)) in member_reads.iter_mut().zip(choices) {
+                    *read = u32::from(last_m[usize::from(m)]) | u32::from(last_l[usize::from(l)]) << 16;
+                }
+            }
+            let (row_m, row_l) = (self.row(first.node_m, cancel)?, self.row(first.node_l, cancel)?);
+            self.values.update(&mut known);
+            let value = |number: &u16| known.values()[usize::from(*number)];
+            let (row_m, row_l): (Vec<u32>, Vec<u32>) =
+                (row_m.iter().map(value).collect(), row_l.iter().map(value).collect());
+            for (total, member_reads) in totals.iter_mut().zip(reads.chunks_exact(width)) {
+                *total += u128::from(row_sum(&row_m, &row_l, member_reads));
+            }
+        }
+        Ok(totals)
+    }
+
+    /// r = 4: for each choice of the first two stacks, the rows of the
+    /// third stack's choices are read [`WIDTH`] at a time into blocks, one
+    /// block per last-stack split met, and each member's terms are the
+    /// products of its pairs of blocks.
+    fn sum_by_blocks(
+        &self,
+        group: &Group,
+        firsts: impl Iterator<Item = FirstTwo>,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u128>, ThreeBandError> {
+        let k = self.splits.count();
+        // Per member, its last stack's choices as positions in the met
+        // lists, which do not change with the renaming.
+        let positions = |met: &[u16]| -> Vec<u16> {
+            let mut at = vec![u16::MAX; k];
+            for (p, &y) in met.iter().enumerate() {
+                at[usize::from(y)] = p as u16;
+            }
+            at
+        };
+        let (at_m, at_l) = (positions(&group.met_m), positions(&group.met_l));
+        let pairs: Vec<Vec<(u16, u16)>> = group
+            .last
+            .iter()
+            .map(|choices| choices.iter().map(|&(m, l, _)| (at_m[usize::from(m)], at_l[usize::from(l)])).collect())
+            .collect();
+        let (terms, mut moved) = (blocks::Terms::new(&pairs), blocks::Terms::empty());
+        let mut sums = blocks::sums();
+        let third = &group.shared[2];
+        let mut known = Known::new();
+        let (mut middle, mut bottom) = (Side::new(k, &group.met_m), Side::new(k, &group.met_l));
+        let (mut by_split, missing) = (vec![0u16; k], vec![blocks::ZERO; k]);
+        let mut totals = vec![0u128; group.last.len()];
+        for first in firsts {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(ThreeBandError::Cancelled);
+            }
+            let (rename_m, rename_l) = (self.splits.renamer(&first.perm_m), self.splits.renamer(&first.perm_l));
+            middle.rename(&group.met_m, &rename_m, &mut by_split);
+            bottom.rename(&group.met_l, &rename_l, &mut by_split);
+            terms.moved(&middle.at, &bottom.at, &mut moved);
+            let x_m: Vec<u16> = third.iter().map(|&(m, _, _)| rename_m.apply(m)).collect();
+            let x_l: Vec<u16> = third.iter().map(|&(_, l, _)| rename_l.apply(l)).collect();
+            for (x_m, x_l) in x_m.chunks(WIDTH).zip(x_l.chunks(WIDTH)) {
+                let (mut rows_m, mut rows_l) = ([missing.as_slice(); WIDTH], [missing.as_slice(); WIDTH]);
+                for (i, (&row_m, &row_l)) in x_m.iter().zip(x_l).enumerate() {
+                    rows_m[i] = self.row(self.row_of(first.node_m, row_m), cancel)?;
+                    rows_l[i] = self.row(self.row_of(first.node_l, row_l), cancel)?;
+                }
+                self.values.update(&mut known);
+                middle.read(&rows_m, known.values());
+                bottom.read(&rows_l, known.values());
+                blocks::term_sums(&middle.blocks, &bottom.blocks, &moved, &mut sums);
+            }
+            for (total, member) in totals.iter_mut().zip(sums.iter_mut()) {
+                *total += member.0.iter().map(|&lane| u128::from(lane)).sum::<u128>();
+                member.0 = [0; WIDTH];
+            }
+        }
+        Ok(totals)
+    }
+}
+
+/// The blocks of one band (middle or bottom) in [`StackPairTable::sum_by_blocks`].
+///
+/// When the group meets most of the last stack's splits, the rows are
+/// transposed whole into blocks by split, and a position's block is where
+/// its renamed split is; when it meets few, only their values are gathered,
+/// into blocks by position.
+struct Side {
+    /// Whether the rows are transposed whole.
+    whole: bool,
+    /// Each position's block.
+    at: Box<blocks::At>,
+    /// The met splits' renamed splits with their positions, ascending in
+    /// the renamed split (so rows are read front to back), when gathered.
+    order: Vec<(u16, u16)>,
+    blocks: Box<Blocks>,
+}
+
+impl Side {
+    fn new(k: usize, met: &[u16]) -> Side {
+        // Positions are 16 bits.
+        assert!(met.len() <= 1 << 16, "more than 2^16 splits met");
+        Side { whole: 4 * met.len() >= k, at: blocks::at(), order: Vec::new(), blocks: blocks::blocks() }
+    }
+
+    /// Follows a choice's renaming: where each position's block is, or
+    /// the order in which to gather them. `by_split` is all 0, and left so.
+    fn rename(&mut self, met: &[u16], rename: &Renamer<'_>, by_split: &mut [u16]) {
+        if self.whole {
+            for (p, &y) in met.iter().enumerate() {
+                self.at[p] = rename.apply(y);
+            }
+            return;
+        }
+        for (p, &y) in met.iter().enumerate() {
+            by_split[usize::from(rename.apply(y))] = p as u16 + 1;
+        }
+        self.order.clear();
+        for (y, slot) in by_split.iter_mut().enumerate() {
+            if *slot != 0 {
+                self.order.push((y as u16, *slot - 1));
+                *slot = 0;
+            }
+        }
+    }
+
+    /// The blocks of these rows.
+    fn read(&mut self, rows: &[&[u16]; WIDTH], values: &[u32; CAPACITY]) {
+        if self.whole {
+            blocks::transpose(rows, values, &mut self.blocks);
+        } else {
+            blocks::gather(rows, values, &self.order, &mut self.blocks);
+        }
+    }
+}
