@@ -119,7 +119,7 @@ fn absurd_numbers_are_refused_before_anything_starts() {
         &["coordinator", "--database-url", "x.db", "--lease-ttl", "18446744073709551615"][..],
         &["coordinator", "--database-url", "x.db", "--redundancy", "4294967295"][..],
         &["coordinator", "--database-url", "x.db", "--validate-fraction", "2"][..],
-        &["run", "--workers", "0"][..],
+        &["run", "--threads", "0"][..],
         &["worker", "--threads", "100000"][..],
     ] {
         let output = census(args);
@@ -306,7 +306,7 @@ fn an_embedded_run_is_readable_by_status_verify_and_sqlite_alone() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let run =
-        Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["run", "--workers", "1"]).output().unwrap();
+        Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["run", "--threads", "1"]).output().unwrap();
     let printed = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{printed}{}", String::from_utf8_lossy(&run.stderr));
     assert!(printed.contains("serving on http://127.0.0.1:"), "{printed}");
@@ -381,7 +381,7 @@ fn census_database_url_names_the_database_everywhere() {
             .output()
             .unwrap()
     };
-    let run = with_env(&["run", "--workers", "1", "--quiet"]);
+    let run = with_env(&["run", "--threads", "1", "--quiet"]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     // --quiet: the result alone, no header, serving line or timing.
     let printed = String::from_utf8_lossy(&run.stdout);

@@ -84,7 +84,7 @@ fn text(output: &Output) -> String {
 #[test]
 fn census_run_on_a_fresh_sqlite_file_prints_n0() {
     let db = temp_db("fresh");
-    let output = census().args(["run", "--database", &db, "--workers", "2"]).output().unwrap();
+    let output = census().args(["run", "--database", &db, "--threads", "2"]).output().unwrap();
     let printed = text(&output);
     assert!(output.status.success(), "{printed}");
     assert!(printed.contains(&format!("N0 = 9! x 72^2 x S = {N0_PRINTED}")), "{printed}");
@@ -144,7 +144,7 @@ fn census_run_counts_by_layers_next_to_its_file() {
     let beside = std::path::Path::new(&*db).with_extension("layers");
     let _ = std::fs::remove_dir_all(&beside);
     let output = census()
-        .args(["run", "--database", &db, "--census", "layers boxes=2x3 shards=2 parts=3", "--workers", "2", "-q"])
+        .args(["run", "--database", &db, "--census", "layers boxes=2x3 shards=2 parts=3", "--threads", "2", "-q"])
         .output()
         .unwrap();
     let printed = text(&output);
@@ -163,7 +163,7 @@ fn census_run_interrupted_resumes_and_ends_exact() {
     // Interrupted once some jobs are done (asked, not waited for), so the
     // second run must resume.
     let (code, printed) =
-        interrupt_run(&["run", "--database", &db, "--stage", "71", "--counter", "banded", "--workers", "2"], 0, 1);
+        interrupt_run(&["run", "--database", &db, "--stage", "71", "--counter", "banded", "--threads", "2"], 0, 1);
     assert_eq!(code, Some(130), "{printed}");
     assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
 
@@ -263,7 +263,7 @@ fn ctrl_c_stops_a_run_of_long_jobs_and_it_resumes() {
         text(&refused)
     );
 
-    let args = ["run", "--database", &db, "--census", "shape boxes=2x6", "--allow-sqlite", "--workers", "2"];
+    let args = ["run", "--database", &db, "--census", "shape boxes=2x6", "--allow-sqlite", "--threads", "2"];
     let (code, printed) = interrupt_run(&args, 1, 0);
     assert_eq!(code, Some(130), "{printed}");
     assert!(printed.contains("interrupted: nothing is lost"), "{printed}");
@@ -285,7 +285,7 @@ fn ctrl_c_stops_a_run_of_long_jobs_and_it_resumes() {
 #[test]
 fn a_4x3_run_is_created_on_sqlite_interrupted_and_resumed() {
     let db = temp_db("twelve");
-    let args = ["run", "--database", &db, "--census", "shape boxes=4x3", "--workers", "1"];
+    let args = ["run", "--database", &db, "--census", "shape boxes=4x3", "--threads", "1"];
     let (code, printed) = interrupt_run(&args, 1, 0);
     assert_eq!(code, Some(130), "{printed}");
     assert!(printed.contains("shape boxes=4x3 (144,578 classes), 144,578 jobs"), "{printed}");
@@ -1137,7 +1137,7 @@ fn a_database_password_appears_nowhere_and_failures_say_why() {
         Command::new(census_testpg::binary("psql")).args([&base, "-q", "-c", "CREATE DATABASE census"]).output();
     assert!(created.unwrap().status.success());
     let output =
-        census().args(["run", "--database", &good, "--workers", "2"]).env("RUST_LOG", "info").output().unwrap();
+        census().args(["run", "--database", &good, "--threads", "2"]).env("RUST_LOG", "info").output().unwrap();
     let printed = text(&output);
     assert!(output.status.success(), "{printed}");
     assert!(printed.contains(N0_PRINTED) && printed.contains("in postgres://census:***@127.0.0.1:"), "{printed}");

@@ -17,7 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::client::{Client, connect_with, print_result, status_error};
 use super::roles::{LogFormat, cores, init_logging, runtime, signals};
-use super::{parse_counter, parse_stage};
+use super::{UsageError, parse_counter, parse_stage};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,9 +30,10 @@ pub struct Args {
     /// Where the run is kept: an SQLite file, or a postgres:// URL. Run again to resume.
     #[arg(long, env = "CENSUS_DATABASE_URL", default_value = "census.db", value_parser = super::DatabaseParser)]
     database: DatabaseLocation,
-    /// Workers to start, 1 to 1024 (default: the number of cores).
-    #[arg(long, env = "CENSUS_WORKERS", value_parser = super::parse_threads)]
-    workers: Option<usize>,
+    /// Counting threads (in-process workers), 1 to 1024 (default: the
+    /// number of cores). `--workers`, its old name, still works.
+    #[arg(long, alias = "workers", env = "CENSUS_THREADS", value_parser = super::parse_threads)]
+    threads: Option<usize>,
     /// Also serve the live status page on this address, e.g. 127.0.0.1:8080.
     #[arg(long, env = "CENSUS_HTTP_LISTEN")]
     http_listen: Option<std::net::SocketAddr>,
@@ -64,7 +65,14 @@ const LOCAL_LEASE_TTL: Duration = Duration::from_secs(5);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format, "warn");
-    let workers = args.workers.unwrap_or_else(cores);
+    let workers = match args.threads {
+        Some(threads) => threads,
+        // The variable of the old name, read as the flag's was.
+        None => match std::env::var("CENSUS_WORKERS") {
+            Ok(text) => super::parse_threads(&text).map_err(|e| UsageError(format!("CENSUS_WORKERS: {e}")))?,
+            Err(_) => cores(),
+        },
+    };
     runtime()?.block_on(census(args, workers))
 }
 
