@@ -204,8 +204,9 @@ impl FromStr for Census {
                         Census::Shape { rows: 2, cols: c, gangsters: None }
                     }
                     (4, 3) | (3, 4) => {
-                        let gangsters =
-                            take("gangsters").map(|range| parse_gangsters(range).map_err(bad)).transpose()?;
+                        let gangsters = take("gangsters")
+                            .map(|range| parse_gangsters(range, three_bands::GANGSTERS_4X3).map_err(bad))
+                            .transpose()?;
                         Census::Shape { rows: 4, cols: 3, gangsters }
                     }
                     _ => {
@@ -259,14 +260,17 @@ impl FromStr for Census {
     }
 }
 
-/// `START..END`, a non-empty range of gangster numbers.
-fn parse_gangsters(range: &str) -> Result<Gangsters, String> {
+/// `START..END`, a non-empty range of the `count` gangster numbers.
+fn parse_gangsters(range: &str, count: usize) -> Result<Gangsters, String> {
     let (start, end) = range
         .split_once("..")
         .and_then(|(start, end)| Some((start.parse::<u32>().ok()?, end.parse::<u32>().ok()?)))
         .ok_or_else(|| format!("gangsters={range} is not START..END, e.g. gangsters=0..100"))?;
     if start >= end {
         return Err(format!("gangsters={range} is empty: START must be below END"));
+    }
+    if end as usize > count {
+        return Err(format!("gangsters ..{end}: there are {count} gangsters"));
     }
     Ok(Gangsters { start, end })
 }
@@ -1073,8 +1077,12 @@ mod tests {
         assert_eq!(answer.value, part.iter().map(|job| BigUint::from(job.weight)).sum::<BigUint>());
         assert!(answer.terms.iter().any(|(name, _)| name.contains("a slice, not the number of grids")), "{answer:?}");
         assert!(slice.fold(&jobs[100..102], &[1, 1]).is_err(), "a slice folds all its jobs");
-        let beyond: Census = "shape boxes=4x3 gangsters=144000..144579".parse().unwrap();
-        assert!(beyond.jobs().unwrap_err().to_string().contains("there are 144578 gangsters"));
+        // A slice past the gangsters is refused as it is read, before their
+        // list (seconds of work) is made (issue 46).
+        let beyond = "shape boxes=4x3 gangsters=144000..144579".parse::<Census>().unwrap_err();
+        assert!(beyond.to_string().contains("there are 144578 gangsters"), "{beyond}");
+        assert!("shape boxes=3x4 gangsters=0..999999999".parse::<Census>().is_err());
+        assert!("shape boxes=4x3 gangsters=144577..144578".parse::<Census>().is_ok());
     }
 
     /// A layer census: stages, the shape census's classes and weights, a

@@ -815,3 +815,29 @@ fn a_second_signal_ends_a_worker_whose_coordinator_never_answers() {
     assert_eq!(status.code(), Some(130), "{seen:?} {rest}");
     assert!(rest.contains("census: a second signal: exiting at once"), "{seen:?} {rest}");
 }
+
+/// A usage error is one line, `census: error: ...` with clap's tip on it,
+/// then the command's usage: no blank lines, no "For more information"
+/// (issue 46: they were four lines). A bad value is the one line.
+#[test]
+fn a_usage_error_is_one_line_then_the_usage() {
+    for (args, says, usage) in [
+        (&["run", "--no-such-flag"][..], "unexpected argument '--no-such-flag' found", Some("Usage: census run ")),
+        (
+            &["token", "create", "--role", "reader"],
+            "not provided: --database <DATABASE> --name <NAME>",
+            Some("Usage: census token create "),
+        ),
+        (&["run", "--threads", "0"], "\"0\" is not a thread count from 1 to 1024", None),
+    ] {
+        let output = census(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert!(lines[0].starts_with("census: error: ") && lines[0].contains(says), "{args:?}: {stderr}");
+        match usage {
+            Some(usage) => assert!(lines.len() == 2 && lines[1].starts_with(usage), "{args:?}: {stderr}"),
+            None => assert_eq!(lines.len(), 1, "{args:?}: {stderr}"),
+        }
+    }
+}
