@@ -500,12 +500,14 @@ impl Census {
     /// relative to its other jobs: what progress and its ETA weigh a job by
     /// (the store keeps it with the job). 1 for every job of a census
     /// whose jobs cost alike, or whose costs are not known: the 9x9 count,
-    /// the essentially different grids, the shapes, 4 x 3, and `synthetic`
-    /// (there every K-th job costs [`synthetic::HEAVY_JOB_COST`] with
-    /// `heavy=K`). A `layers` job's cost is in emissions, from the
-    /// published layer sizes (estimates where 2 x 6's are not published):
-    /// [`shapes::layer_jobs::LayerPlan::job_cost`] says how. A key that is
-    /// not one of the census's is refused where the cost reads it.
+    /// the shapes, 4 x 3, and `synthetic` (there every K-th job costs
+    /// [`synthetic::HEAVY_JOB_COST`] with `heavy=K`). A `layers` job's cost
+    /// is in emissions, from the published layer sizes (estimates where 2 x
+    /// 6's are not published): [`shapes::layer_jobs::LayerPlan::job_cost`]
+    /// says how. An essentially different job's is in CPU-milliseconds, from
+    /// its class's measured time ([`ed::jobs::job_cost`]: its jobs take from
+    /// microseconds to seconds). A key that is not one of the census's is
+    /// refused where the cost reads it.
     ///
     /// ```
     /// use census_math::census::Census;
@@ -515,7 +517,9 @@ impl Census {
     /// let heavy: Census = "synthetic jobs=10 heavy=5".parse().unwrap();
     /// assert_eq!((heavy.job_cost("synthetic:3"), heavy.job_cost("synthetic:4")), (Ok(1), Ok(100)));
     /// assert!(heavy.job_cost("synthetic:10").is_err());
-    /// assert_eq!(Census::EssentiallyDifferent.job_cost("ed1 identity"), Ok(1));
+    /// let transposed = "ed1 rows=012345678 columns=012345678 transposed=yes part=0/8 depth=10";
+    /// let ed = Census::EssentiallyDifferent;
+    /// assert_eq!((ed.job_cost("ed1 identity"), ed.job_cost(transposed)), (Ok(25), Ok(3_156)));
     /// ```
     pub fn job_cost(&self, key: &str) -> Result<u64, CensusError> {
         let bad = |reason: String| CensusError::BadKey { key: key.to_string(), reason };
@@ -527,6 +531,7 @@ impl Census {
             Census::Synthetic { jobs, heavy: Some(every), .. } => {
                 synthetic::index_of(key, jobs).map(|index| synthetic::cost(index, Some(every))).map_err(bad)
             }
+            Census::EssentiallyDifferent => ed::jobs::job_cost(key).map_err(|e| bad(e.to_string())),
             _ => Ok(1),
         }
     }
@@ -534,7 +539,7 @@ impl Census {
     /// Whether the census's jobs differ in cost ([`Census::job_cost`]), so
     /// that progress by cost says more than progress by jobs.
     pub fn knows_job_costs(&self) -> bool {
-        matches!(self, Census::Layers { .. } | Census::Synthetic { heavy: Some(_), .. })
+        matches!(self, Census::Layers { .. } | Census::Synthetic { heavy: Some(_), .. } | Census::EssentiallyDifferent)
     }
 
     /// Every job of the census, in the order of [`Census::jobs`], made as
@@ -1128,12 +1133,12 @@ mod tests {
         }
     }
 
-    /// Only `layers` and a `synthetic heavy=K` tell jobs' costs apart; the
-    /// other kinds cost 1 a job, whatever the key; a layers cost refuses a
-    /// foreign key.
+    /// Only `layers`, the essentially different grids and a `synthetic
+    /// heavy=K` tell jobs' costs apart; the other kinds cost 1 a job,
+    /// whatever the key; a layers cost refuses a foreign key.
     #[test]
     fn job_costs_are_one_unless_the_census_knows_them() {
-        for text in ["sudoku", "essentially-different", "shape boxes=2x3", "synthetic jobs=4"] {
+        for text in ["sudoku", "shape boxes=2x3", "synthetic jobs=4"] {
             let census: Census = text.parse().unwrap();
             assert!(!census.knows_job_costs(), "{text}");
             for job in census.jobs().unwrap().iter().take(50) {
@@ -1143,6 +1148,12 @@ mod tests {
         // (Not listing 4 x 3's 144,578 jobs: its cost reads no key.)
         let twelve: Census = "shape boxes=4x3".parse().unwrap();
         assert_eq!((twelve.knows_job_costs(), twelve.job_cost("4x3:00.00")), (false, Ok(1)));
+        let ed = Census::EssentiallyDifferent;
+        assert!(ed.knows_job_costs());
+        for job in ed.jobs().unwrap() {
+            assert_eq!(ed.job_cost(&job.key).ok(), ed::jobs::job_cost(&job.key).ok(), "{}", job.key);
+        }
+        assert!(matches!(ed.job_cost("ed1 nothing"), Err(CensusError::BadKey { .. })));
         let heavy: Census = "synthetic jobs=12 heavy=4".parse().unwrap();
         assert!(heavy.knows_job_costs());
         let costs: Vec<u64> = heavy.jobs().unwrap().iter().map(|job| heavy.job_cost(&job.key).unwrap()).collect();
