@@ -9,6 +9,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use census_math::census::{Census, CensusError};
+use census_math::three_bands::GANGSTERS_4X3;
 use census_math::total::{PUBLISHED_S, thousands};
 use census_math::{CounterKind, Stage};
 use census_worker::bench;
@@ -221,10 +222,16 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// how far it is every 5 s, and prints the sampled jobs' results (with
 /// `neighbours`, every job counted) as each run finishes.
 fn bench_sample(census: Census, how: &SampleArgs, threads: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let too_many = |jobs: usize| UsageError(format!("--sample must be 1 to {jobs} for {census} (its jobs)"));
+    if let Some(jobs) = jobs_known_unlisted(&census)
+        && how.n > jobs
+    {
+        return Err(too_many(jobs).into());
+    }
     eprintln!("bench: listing the jobs of {census}");
     let jobs = census.jobs()?;
     if how.n > jobs.len() {
-        return Err(UsageError(format!("--sample must be 1 to {} for {census} (its jobs)", jobs.len())).into());
+        return Err(too_many(jobs.len()).into());
     }
     let together = if how.alone { 1 } else { census.jobs_counted_together() as usize };
     let sample = bench::Sample::choose(jobs.len(), how.n, how.seed.unwrap_or_else(bench::random_seed), together);
@@ -257,6 +264,17 @@ fn bench_sample(census: Census, how: &SampleArgs, threads: usize, json: bool) ->
         })
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many jobs a census has, where that is known before they are listed
+/// (4 x 3: the gangsters, or a slice of them; listing them takes seconds).
+fn jobs_known_unlisted(census: &Census) -> Option<usize> {
+    match *census {
+        Census::Shape { rows: 4, gangsters, .. } => {
+            Some(gangsters.map_or(GANGSTERS_4X3, |slice| (slice.end - slice.start) as usize))
+        }
+        _ => None,
+    }
 }
 
 /// What a sample will count, said before it starts: the jobs, their runs,
@@ -366,7 +384,7 @@ mod tests {
     use census_math::census::Census;
     use census_worker::bench::{CountedRun, Sample};
 
-    use super::{plan_text, run_reports, with_ticks};
+    use super::{jobs_known_unlisted, plan_text, run_reports, with_ticks};
 
     /// A sample of N prints N results: the neighbours counted with them
     /// only when asked (issue 46: 2 asked, 512 printed).
@@ -394,6 +412,15 @@ mod tests {
         let all = lines(true);
         assert_eq!(all.len(), sample.runs.iter().map(|run| run.1).sum::<usize>());
         assert!(all.len() > 2 && all.iter().filter(|line| line.1).count() == 2);
+    }
+
+    /// A 4 x 3 sample too big is refused before the job list is made.
+    #[test]
+    fn the_4x3_jobs_are_counted_before_they_are_listed() {
+        let count = |text: &str| jobs_known_unlisted(&text.parse().unwrap());
+        assert_eq!(count("shape boxes=4x3"), Some(144_578));
+        assert_eq!(count("shape boxes=3x4 gangsters=10..25"), Some(15));
+        assert_eq!(count("shape boxes=2x4"), None);
     }
 
     /// Before a long count starts, the user is told what a run costs.
