@@ -383,7 +383,9 @@ impl Census {
     /// let heavy: Census = "synthetic jobs=10 heavy=5".parse().unwrap();
     /// assert_eq!((heavy.job_cost("synthetic:3"), heavy.job_cost("synthetic:4")), (Ok(1), Ok(100)));
     /// assert!(heavy.job_cost("synthetic:10").is_err());
-    /// assert_eq!(Census::from(EssentiallyDifferent).job_cost("ed1 identity"), Ok(1));
+    /// let transposed = "ed1 rows=012345678 columns=012345678 transposed=yes part=0/8 depth=10";
+    /// let ed = Census::from(EssentiallyDifferent);
+    /// assert_eq!((ed.job_cost("ed1 identity"), ed.job_cost(transposed)), (Ok(25), Ok(3_156)));
     /// ```
     pub fn job_cost(&self, key: &str) -> Result<u64, CensusError> {
         self.kind().job_cost(key)
@@ -733,8 +735,12 @@ mod tests {
         assert_eq!(answer.value, part.iter().map(|job| BigUint::from(job.weight)).sum::<BigUint>());
         assert!(answer.terms.iter().any(|(name, _)| name.contains("a slice, not the number of grids")), "{answer:?}");
         assert!(slice.fold(&jobs[100..102], &[1, 1]).is_err(), "a slice folds all its jobs");
-        let beyond: Census = "shape boxes=4x3 gangsters=144000..144579".parse().unwrap();
-        assert!(beyond.jobs().unwrap_err().to_string().contains("there are 144578 gangsters"));
+        // A slice past the gangsters is refused as it is read, before their
+        // list (seconds of work) is made (issue 46).
+        let beyond = "shape boxes=4x3 gangsters=144000..144579".parse::<Census>().unwrap_err();
+        assert!(beyond.to_string().contains("there are 144578 gangsters"), "{beyond}");
+        assert!("shape boxes=3x4 gangsters=0..999999999".parse::<Census>().is_err());
+        assert!("shape boxes=4x3 gangsters=144577..144578".parse::<Census>().is_ok());
     }
 
     /// A layer census: stages, the shape census's classes and weights, a
@@ -780,12 +786,12 @@ mod tests {
         }
     }
 
-    /// Only `layers` and a `synthetic heavy=K` tell jobs' costs apart; the
-    /// other kinds cost 1 a job, whatever the key; a layers cost refuses a
-    /// foreign key.
+    /// Only `layers`, the essentially different grids and a `synthetic
+    /// heavy=K` tell jobs' costs apart; the other kinds cost 1 a job,
+    /// whatever the key; a layers cost refuses a foreign key.
     #[test]
     fn job_costs_are_one_unless_the_census_knows_them() {
-        for text in ["sudoku", "essentially-different", "shape boxes=2x3", "synthetic jobs=4"] {
+        for text in ["sudoku", "shape boxes=2x3", "synthetic jobs=4"] {
             let census: Census = text.parse().unwrap();
             assert!(!census.knows_job_costs(), "{text}");
             for job in census.jobs().unwrap().iter().take(50) {
@@ -795,6 +801,17 @@ mod tests {
         // (Not listing 4 x 3's 144,578 jobs: its cost reads no key.)
         let twelve: Census = "shape boxes=4x3".parse().unwrap();
         assert_eq!((twelve.knows_job_costs(), twelve.job_cost("4x3:00.00")), (false, Ok(1)));
+        let ed = Census::from(EssentiallyDifferent);
+        assert!(ed.knows_job_costs());
+        for job in ed.jobs().unwrap() {
+            assert_eq!(
+                ed.job_cost(&job.key).ok(),
+                crate::essentially_different::jobs::job_cost(&job.key).ok(),
+                "{}",
+                job.key
+            );
+        }
+        assert!(matches!(ed.job_cost("ed1 nothing"), Err(CensusError::BadKey { .. })));
         let heavy: Census = "synthetic jobs=12 heavy=4".parse().unwrap();
         assert!(heavy.knows_job_costs());
         let costs: Vec<u64> = heavy.jobs().unwrap().iter().map(|job| heavy.job_cost(&job.key).unwrap()).collect();

@@ -125,3 +125,88 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// A visible flag: the command it belongs to, its long name, its help,
+    /// the environment variable that sets it.
+    struct Flag {
+        command: String,
+        name: String,
+        help: String,
+        env: Option<String>,
+    }
+
+    fn flags_of(command: &clap::Command, path: &str, flags: &mut Vec<Flag>) {
+        for arg in command.get_arguments().filter(|arg| !arg.is_hide_set()) {
+            if let Some(name) = arg.get_long().filter(|name| !matches!(*name, "help" | "version")) {
+                flags.push(Flag {
+                    command: path.to_string(),
+                    name: name.to_string(),
+                    help: arg.get_help().map(ToString::to_string).unwrap_or_default(),
+                    env: arg.get_env().map(|env| env.to_string_lossy().into_owned()),
+                });
+            }
+        }
+        for sub in command.get_subcommands() {
+            flags_of(sub, &format!("{path} {}", sub.get_name()), flags);
+        }
+    }
+
+    /// What a flag means where several names could say it, read from its
+    /// help: its first clause names a count of threads (or the help the
+    /// number of cores as its default), a database file or URL, or the log
+    /// format; or the help speaks of a coordinator's address.
+    fn meaning(help: &str) -> Option<&'static str> {
+        let help = help.to_lowercase();
+        let first = help.split(['.', ',', ';', '(']).next().unwrap_or_default();
+        if first.contains("threads") || help.contains("the number of cores") {
+            Some("a number of threads")
+        } else if first.contains("sqlite file") || first.contains("postgres://") {
+            Some("where the database is")
+        } else if help.contains("coordinator's grpc address") || help.contains("coordinator's address") {
+            Some("the coordinator's address")
+        } else if first.starts_with("log format") {
+            Some("the log format")
+        } else {
+            None
+        }
+    }
+
+    /// One name for one thing across commands (issue 46: `run --workers`
+    /// beside `worker --threads`): every visible flag of one meaning, and
+    /// of one environment variable, has one name; old spellings are hidden
+    /// aliases.
+    #[test]
+    fn one_thing_has_one_name_in_every_command() {
+        let mut flags = Vec::new();
+        flags_of(&Cli::command(), "census", &mut flags);
+        assert!(flags.iter().any(|flag| flag.command == "census run" && flag.name == "threads"));
+        let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for flag in &flags {
+            let label = |name: &str| format!("--{name} ({})", flag.command);
+            if let Some(meaning) = meaning(&flag.help) {
+                names.entry(meaning.to_string()).or_default().insert(label(&flag.name));
+            }
+            if let Some(env) = &flag.env {
+                names.entry(format!("${env}")).or_default().insert(label(&flag.name));
+            }
+        }
+        let two_names: Vec<String> = names
+            .iter()
+            .filter(|(_, flags)| {
+                let spelled: BTreeSet<&str> = flags.iter().map(|flag| flag.split(' ').next().unwrap()).collect();
+                spelled.len() > 1
+            })
+            .map(|(meaning, flags)| format!("{meaning}: {flags:?}"))
+            .collect();
+        assert!(two_names.is_empty(), "two names for one thing:\n{}", two_names.join("\n"));
+        assert!(names["a number of threads"].len() >= 4, "{:?}", names["a number of threads"]);
+    }
+}

@@ -87,7 +87,10 @@ fn an_unseeded_sample_reports_its_seed() {
 #[test]
 fn bad_sample_arguments_are_refused_with_a_reason() {
     for (args, says) in [
-        (&["bench", "--census", "shape boxes=2x3", "--sample", "0"][..], "--sample must be 1 to"),
+        (&["bench", "--census", "shape boxes=2x3", "--sample", "0"][..], "\"0\" is not a number of jobs, 1 or more"),
+        // Refused as it is read, before the 4x3 job list (9 s) is made.
+        (&["bench", "--census", "shape boxes=4x3", "--sample", "0"][..], "\"0\" is not a number of jobs, 1 or more"),
+        (&["bench", "--census", "shape boxes=2x3", "--sample", "1", "--alone", "--neighbours"][..], "--neighbours"),
         (&["bench", "--census", "shape boxes=2x3", "--sample", "1000000"][..], "--sample must be 1 to"),
         (&["bench", "--sample", "3"][..], "--census"),
         (&["bench", "--census", "shape boxes=2x3", "--seed", "3"][..], "--sample"),
@@ -99,4 +102,15 @@ fn bad_sample_arguments_are_refused_with_a_reason() {
         assert!(!output.status.success(), "{args:?} succeeded");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+/// Before it counts, a sample says on stderr what it will count; it prints
+/// one result a sampled job (issue 46).
+#[test]
+fn a_sample_says_what_it_will_count_before_it_starts() {
+    let output = census(&["bench", "--census", "shape boxes=2x3", "--sample", "2", "--seed", "5"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bench: 2 job(s) chosen by --seed 5, on 1 thread(s)\n"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 2);
 }

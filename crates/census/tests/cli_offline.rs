@@ -119,7 +119,7 @@ fn absurd_numbers_are_refused_before_anything_starts() {
         &["coordinator", "--database-url", "x.db", "--lease-ttl", "18446744073709551615"][..],
         &["coordinator", "--database-url", "x.db", "--redundancy", "4294967295"][..],
         &["coordinator", "--database-url", "x.db", "--validate-fraction", "2"][..],
-        &["run", "--workers", "0"][..],
+        &["run", "--threads", "0"][..],
         &["worker", "--threads", "100000"][..],
     ] {
         let output = census(args);
@@ -306,7 +306,7 @@ fn an_embedded_run_is_readable_by_status_verify_and_sqlite_alone() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let run =
-        Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["run", "--workers", "1"]).output().unwrap();
+        Command::new(env!("CARGO_BIN_EXE_census")).current_dir(&dir).args(["run", "--threads", "1"]).output().unwrap();
     let printed = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{printed}{}", String::from_utf8_lossy(&run.stderr));
     assert!(printed.contains("serving on http://127.0.0.1:"), "{printed}");
@@ -381,7 +381,7 @@ fn census_database_url_names_the_database_everywhere() {
             .output()
             .unwrap()
     };
-    let run = with_env(&["run", "--workers", "1", "--quiet"]);
+    let run = with_env(&["run", "--threads", "1", "--quiet"]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     // --quiet: the result alone, no header, serving line or timing.
     let printed = String::from_utf8_lossy(&run.stdout);
@@ -830,6 +830,32 @@ fn every_kind_is_listed_and_named_in_the_help() {
         for kind in census_math::census::kinds() {
             assert!(table.contains(&format!("| `{}` | `{}` |", kind.name, kind.grammar)), "{table}");
             assert!(help.contains(kind.grammar), "census {command} --help names {}: {help}", kind.name);
+        }
+    }
+}
+
+/// A usage error is one line, `census: error: ...` with clap's tip on it,
+/// then the command's usage: no blank lines, no "For more information"
+/// (issue 46: they were four lines). A bad value is the one line.
+#[test]
+fn a_usage_error_is_one_line_then_the_usage() {
+    for (args, says, usage) in [
+        (&["run", "--no-such-flag"][..], "unexpected argument '--no-such-flag' found", Some("Usage: census run ")),
+        (
+            &["token", "create", "--role", "reader"],
+            "not provided: --database <DATABASE> --name <NAME>",
+            Some("Usage: census token create "),
+        ),
+        (&["run", "--threads", "0"], "\"0\" is not a thread count from 1 to 1024", None),
+    ] {
+        let output = census(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert!(lines[0].starts_with("census: error: ") && lines[0].contains(says), "{args:?}: {stderr}");
+        match usage {
+            Some(usage) => assert!(lines.len() == 2 && lines[1].starts_with(usage), "{args:?}: {stderr}"),
+            None => assert_eq!(lines.len(), 1, "{args:?}: {stderr}"),
         }
     }
 }

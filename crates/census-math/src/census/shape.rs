@@ -65,19 +65,26 @@ fn parse(parameters: &mut Parameters<'_>) -> Result<Census, String> {
             Ok(Census::from(Shape { rows: 2, cols: c, gangsters: None }))
         }
         (4, 3) | (3, 4) => {
-            let gangsters = parameters.take("gangsters").map(parse_gangsters).transpose()?;
+            let gangsters = parameters
+                .take("gangsters")
+                .map(|range| parse_gangsters(range, three_bands::GANGSTERS_4X3))
+                .transpose()?;
             Ok(Census::from(Shape { rows: 4, cols: 3, gangsters }))
         }
         _ => Err(format!("boxes={boxes}: {SHAPES}")),
     }
 }
 
-/// `START..END`, a range of gangster numbers.
-fn parse_gangsters(range: &str) -> Result<Gangsters, String> {
+/// `START..END`, a range of the `count` gangster numbers: one past them is
+/// refused as it is read, before their list (seconds of work) is made.
+fn parse_gangsters(range: &str, count: usize) -> Result<Gangsters, String> {
     let (start, end) = range
         .split_once("..")
         .and_then(|(start, end)| Some((start.parse::<u32>().ok()?, end.parse::<u32>().ok()?)))
         .ok_or_else(|| format!("gangsters={range} is not START..END, e.g. gangsters=0..100"))?;
+    if end as usize > count {
+        return Err(format!("gangsters ..{end}: there are {count} gangsters"));
+    }
     Ok(Gangsters { start, end })
 }
 

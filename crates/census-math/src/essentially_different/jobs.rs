@@ -52,6 +52,40 @@ const PARTS: [(&str, u64); 1] = [
     ("rows 012345678 columns 012345678 transposed", 8),
 ];
 
+/// The classes whose count takes more than a millisecond, and what it
+/// takes (CPU-milliseconds, whole class, one core: `census bench --census
+/// essentially-different --sample 282 --threads 1 --json`, 2026-11-28):
+/// what progress and its ETA weigh their jobs by ([`job_cost`]). Every
+/// other class takes under a millisecond. Estimates only: they weigh
+/// progress, never a count.
+const COSTS: [(&str, u64); 12] = [
+    ("rows 012345678 columns 012345678 transposed", 25_250),
+    ("rows 021678345 columns 021678345", 5_070),
+    ("rows 021354786 columns 012678345", 420),
+    ("rows 021354687 columns 012678345", 400),
+    ("rows 345678012 columns 345678012", 250),
+    ("rows 012453786 columns 120453786", 130),
+    ("rows 012345786 columns 120453786", 130),
+    ("rows 012345678 columns 120453786", 125),
+    ("rows 012345687 columns 120453786", 120),
+    ("rows 120453786 columns 345678012", 50),
+    ("rows 120453786 columns 120453786", 40),
+    ("identity", 25),
+];
+
+/// The expected cost of a job, in CPU-milliseconds (at least 1): its
+/// class's from [`COSTS`] (1 where the class is not listed), shared
+/// equally by the class's parts. The essentially different jobs differ in
+/// cost by four orders of magnitude, so progress by jobs misleads.
+pub fn job_cost(key: &str) -> Result<u64, ParseError> {
+    let (class, parts) = match parse_key(key)? {
+        JobKey::Identity => ("identity".to_string(), 1),
+        JobKey::Part(g, split) => (g.to_string(), split.parts),
+    };
+    let whole = COSTS.iter().find(|(name, _)| *name == class).map_or(1, |&(_, cost)| cost);
+    Ok((whole / parts.max(1)).max(1))
+}
+
 /// A split is cut at the shallowest depth with at least this many nodes per
 /// part, so the parts come out of similar size.
 const NODES_PER_PART: u64 = 32;
@@ -327,9 +361,24 @@ mod tests {
     #[test]
     fn every_split_class_is_a_class_representative() {
         let classes = Group::new().conjugacy_classes();
-        for (name, _) in PARTS {
-            assert!(classes.classes().iter().any(|class| class.representative.to_string() == name), "{name}");
+        for (name, _) in PARTS.iter().chain(&COSTS[..COSTS.len() - 1]) {
+            assert!(classes.classes().iter().any(|class| class.representative.to_string() == *name), "{name}");
         }
+    }
+
+    /// A job's cost is its class's, shared by its parts; the jobs of the
+    /// listed classes are what their costs say (and they are most of it).
+    #[test]
+    fn job_costs_are_their_classes_shared_by_parts() {
+        let jobs = jobs();
+        let costs: Vec<u64> = jobs.iter().map(|job| job_cost(&job.key).unwrap()).collect();
+        assert_eq!(job_cost("ed1 identity"), Ok(25));
+        let transposed = "ed1 rows=012345678 columns=012345678 transposed=yes part=3/8 depth=10";
+        assert_eq!(job_cost(transposed), Ok(25_250 / 8));
+        assert_eq!(costs.iter().filter(|&&cost| cost > 1).count(), 8 + 11);
+        let listed: u64 = COSTS.iter().map(|&(_, cost)| cost).sum();
+        assert_eq!(costs.iter().sum::<u64>(), listed - 25_250 % 8 + (jobs.len() as u64 - 19));
+        assert!(job_cost("ed1 nothing").is_err());
     }
 
     #[test]

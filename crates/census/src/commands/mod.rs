@@ -203,8 +203,9 @@ pub fn parse_threads(text: &str) -> Result<usize, String> {
     }
 }
 
-/// Prints a command-line error the way every other error is printed
-/// (`census: error: ...`, exit 2); help and version go to stdout, exit 0.
+/// Prints a command-line error the way every other error is printed, one
+/// line (`census: error: ...`, clap's tips on it), then the command's usage
+/// where clap gives one, exit 2; help and version go to stdout, exit 0.
 pub fn clap_error(error: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
@@ -219,13 +220,40 @@ pub fn clap_error(error: clap::Error) -> ExitCode {
         };
     }
     let rendered = error.render().to_string();
-    let mut lines = rendered.lines().filter(|line| !line.trim().is_empty());
-    let first = lines.next().unwrap_or("invalid arguments");
-    eprintln!("census: error: {}", first.trim_start_matches("error: "));
-    for line in lines {
-        eprintln!("  {}", line.trim());
+    let (message, usage) = one_line_and_usage(&rendered);
+    eprintln!("census: error: {message}");
+    for line in usage {
+        eprintln!("{line}");
     }
     ExitCode::from(2)
+}
+
+/// clap's rendered error as one line (the message, its indented
+/// continuation and its tips) and the usage's lines; "For more
+/// information, try '--help'." goes: the usage says as much.
+fn one_line_and_usage(rendered: &str) -> (String, Vec<&str>) {
+    let (mut message, mut usage) = (String::new(), Vec::new());
+    let mut in_usage = false;
+    for line in rendered.lines() {
+        let text = line.trim();
+        if text.is_empty() {
+            in_usage = false;
+            continue;
+        }
+        in_usage |= text.starts_with("Usage:");
+        if in_usage {
+            usage.push(line.trim_end());
+        } else if text.starts_with("tip:") {
+            message += &format!("; {text}");
+        } else if !text.starts_with("For more information") {
+            let text = text.trim_start_matches("error: ");
+            message += &if message.is_empty() { text.to_string() } else { format!(" {text}") };
+        }
+    }
+    if message.is_empty() {
+        message = "invalid arguments".into();
+    }
+    (message, usage)
 }
 
 /// Bad input exits 2; anything else that went wrong exits 1.
