@@ -118,6 +118,8 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok(code) => code,
+        // The reader of the output went away: nothing to say, to no one.
+        Err(error) if error.is::<commands::OutputClosed>() => ExitCode::SUCCESS,
         Err(error) => {
             // One line, no backtrace: the message names what was wrong.
             eprintln!("census: error: {error:#}");
