@@ -32,7 +32,7 @@ enum Command {
     Submit(commands::submit::Args),
     /// Show a run's progress, or its result when it is done.
     Status(commands::status::Args),
-    /// Compare the totals of finished runs of different stages.
+    /// Compare finished runs of one count: S across the 9x9 stages, or a census's answer (--census).
     Verify(commands::verify::Args),
     /// Resolve a conflicting job by counting it again.
     Recount(commands::recount::Args),
@@ -48,7 +48,7 @@ enum Command {
     Classes(commands::classes::Args),
     /// Count the completions of one band, seed by seed.
     CountBand(commands::count_band::Args),
-    /// Count a whole stage in-process (no store) and report the speed.
+    /// Count a stage, a census (--census) or a sample of its jobs (--sample) with no store; report the speed.
     Bench(commands::bench::Args),
     /// Run the 2 x C layer recurrence here, printing each layer's states and emissions.
     Layers(commands::layers::Args),

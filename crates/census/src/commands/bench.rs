@@ -17,8 +17,9 @@ use super::{UsageError, parse_counter, parse_stage};
 pub struct Args {
     /// Count another kind of census instead, whole, in-process:
     /// "essentially-different", "shape boxes=2x4" (the shapes are 2x2 to
-    /// 2x6, their transposes, 3x3, and 4x3 (3x4); 2x6 and 4x3 take
-    /// core-years whole), or "sudoku stage=71 counter=banded".
+    /// 2x6, their transposes, 3x3, and 4x3 (3x4); whole, 4x3 takes
+    /// hundreds of core-hours and 2x6 about a million: docs/twelve.md), or
+    /// "sudoku stage=71 counter=banded".
     #[arg(long, conflicts_with_all = ["stage", "counter", "limit"])]
     census: Option<Census>,
     /// The stage to count (e.g. 44, 71, 36288).

@@ -238,8 +238,8 @@ fn layers_dir_next_to(database: &DatabaseLocation) -> Option<std::path::PathBuf>
     database.sqlite_file().map(|path| path.with_extension("layers"))
 }
 
-/// A census too big for one machine's SQLite file (README, "Other kinds of
-/// census"): 2 x 6 boxes, 947,985 jobs of about an hour each. (SQLite holds
+/// A census too big for one machine's SQLite file (docs/twelve.md): 2 x 6
+/// boxes by search, 947,985 jobs of about an hour each. (SQLite holds
 /// any count exactly, so 4 x 3 boxes, 144,578 jobs, run on a laptop's file.)
 fn needs_postgres(census: &Census) -> bool {
     matches!(census, Census::Shape { rows: 2, cols, .. } if *cols >= 6)
