@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod commands;
 
@@ -54,6 +54,9 @@ enum Command {
     Layers(commands::layers::Args),
     /// Load-test the coordinator: N simulated workers on made-up jobs (counts of nothing).
     Simulate(commands::simulate::Args),
+    /// Write the man pages, or print shell completions (for packagers; docs/guide.md).
+    #[command(hide = true)]
+    Generate(commands::generate::Args),
 }
 
 impl Command {
@@ -61,7 +64,11 @@ impl Command {
     /// (no coordinator, worker, status page or database server).
     fn only_prints(&self) -> bool {
         match self {
-            Command::Classes(_) | Command::CountBand(_) | Command::Bench(_) | Command::Layers(_) => true,
+            Command::Classes(_)
+            | Command::CountBand(_)
+            | Command::Bench(_)
+            | Command::Layers(_)
+            | Command::Generate(_) => true,
             Command::Run(_)
             | Command::Coordinator(_)
             | Command::Worker(_)
@@ -115,6 +122,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => commands::bench::run(args),
         Command::Layers(args) => commands::layers::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
+        Command::Generate(args) => commands::generate::run(args, Cli::command()),
     };
     match outcome {
         Ok(code) => code,

@@ -10,6 +10,7 @@ pub mod classes;
 pub mod client;
 pub mod coordinator;
 pub mod count_band;
+pub mod generate;
 pub mod layers;
 pub mod operate;
 pub mod recount;
