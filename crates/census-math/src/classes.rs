@@ -12,13 +12,13 @@
 //! - stacks, columns and rows form a group, so their components are orbits:
 //!   each found whole from its first band, by the 108 (18 without rows)
 //!   choices of B1's stack, column order and row order that normalization
-//!   does not undo ([`orbits`]);
+//!   does not undo (`classes/orbits.rs`);
 //! - a rectangle, row-subset or column-swap move seen from another band of
 //!   an orbit is the same kind of move from the first band, moved; so these
 //!   moves are made from the first band of each orbit only;
 //! - same column sets (Russell) depends only on the column sets of B2 and
 //!   B3, so its classes are orbits on the 280 x 280 pairs of partitions
-//!   ([`russell`]).
+//!   (`classes/russell.rs`).
 
 use crate::band::Band;
 use crate::catalogue::{self, Indexed};

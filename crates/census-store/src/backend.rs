@@ -3,7 +3,8 @@
 //! they pass, and the rules every backend keeps. The rules of the store
 //! ([`crate::Store`]: votes, quorum, conflicts, the fold at finish and its
 //! checks, quarantine, failing for good) are written once above it and
-//! call only these operations; a backend decides nothing. SQL on Postgres
+//! call only these operations; a backend decides only the three rules that
+//! pick rows ("Who may vote, and which results count", below). SQL on Postgres
 //! and SQLite is one backend ([`crate::SqlBackend`]); this page is what a
 //! new one must do, without reading its migrations.
 //!

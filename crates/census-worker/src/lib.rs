@@ -42,7 +42,9 @@ pub struct WorkerConfig {
     pub worker_id: String,
     /// Counting threads.
     pub threads: usize,
-    /// Jobs per lease; `None` adapts it to about a second of counting per thread.
+    /// Jobs per lease; `None` sizes each batch from the last one's rate
+    /// (`batch_for_rate`): about a second of counting on all the threads,
+    /// or the longer time the coordinator asks for.
     pub batch: Option<u32>,
     /// Exit once no run has jobs left, instead of waiting for new runs.
     pub exit_when_done: bool,

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod commands;
 
@@ -32,7 +32,7 @@ enum Command {
     Submit(commands::submit::Args),
     /// Show a run's progress, or its result when it is done.
     Status(commands::status::Args),
-    /// Compare the totals of finished runs of different stages.
+    /// Compare finished runs of one count: S across the 9x9 stages, or a census's answer (--census).
     Verify(commands::verify::Args),
     /// Resolve a conflicting job by counting it again.
     Recount(commands::recount::Args),
@@ -48,12 +48,15 @@ enum Command {
     Classes(commands::classes::Args),
     /// Count the completions of one band, seed by seed.
     CountBand(commands::count_band::Args),
-    /// Count a whole stage in-process (no store) and report the speed.
+    /// Count a stage, a census (--census) or a sample of its jobs (--sample) with no store; report the speed.
     Bench(commands::bench::Args),
     /// Run the 2 x C layer recurrence here, printing each layer's states and emissions.
     Layers(commands::layers::Args),
     /// Load-test the coordinator: N simulated workers on made-up jobs (counts of nothing).
     Simulate(commands::simulate::Args),
+    /// Write the man pages, or print shell completions (for packagers; docs/guide.md).
+    #[command(hide = true)]
+    Generate(commands::generate::Args),
 }
 
 impl Command {
@@ -61,7 +64,11 @@ impl Command {
     /// (no coordinator, worker, status page or database server).
     fn only_prints(&self) -> bool {
         match self {
-            Command::Classes(_) | Command::CountBand(_) | Command::Bench(_) | Command::Layers(_) => true,
+            Command::Classes(_)
+            | Command::CountBand(_)
+            | Command::Bench(_)
+            | Command::Layers(_)
+            | Command::Generate(_) => true,
             Command::Run(_)
             | Command::Coordinator(_)
             | Command::Worker(_)
@@ -115,9 +122,12 @@ fn main() -> ExitCode {
         Command::Bench(args) => commands::bench::run(args),
         Command::Layers(args) => commands::layers::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
+        Command::Generate(args) => commands::generate::run(args, Cli::command()),
     };
     match outcome {
         Ok(code) => code,
+        // The reader of the output went away: nothing to say, to no one.
+        Err(error) if error.is::<commands::OutputClosed>() => ExitCode::SUCCESS,
         Err(error) => {
             // One line, no backtrace: the message names what was wrong.
             eprintln!("census: error: {error:#}");

@@ -340,7 +340,33 @@ fn an_embedded_run_is_readable_by_status_verify_and_sqlite_alone() {
         .output()
         .unwrap();
     assert_eq!(missing.status.code(), Some(2), "an unknown run is bad input, as for verify");
+    status_into_a_closed_pipe_ends_quietly(&dir);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `census status | head -1`: status keeps SIGPIPE ignored (it opens
+/// sockets), so a closed stdout is a write error, and it ends quietly, exit
+/// 0, with no panic (it panicked in `println!`). The reader here goes away
+/// before status prints anything, with and without `--json`.
+fn status_into_a_closed_pipe_ends_quietly(dir: &std::path::Path) {
+    for json in [false, true] {
+        let mut args = vec!["status", "--database", "census.db"];
+        if json {
+            args.push("--json");
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_census"))
+            .current_dir(dir)
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: nothing to say: {stderr}");
+    }
 }
 
 /// `count-band --counter enumerate` takes seconds a seed: each seed's line

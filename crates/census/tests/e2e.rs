@@ -1231,7 +1231,7 @@ fn the_progress_line_is_right_for_every_kind() {
         (&["--stage", "71", "--counter", "banded"], "sudoku stage=felgenhauer-jarvis counter=banded", "710"),
         (&["--census", "essentially-different"], "essentially-different", "282"),
         (&["--census", "shape boxes=2x5"], "shape boxes=2x5", "355"),
-        // It cannot finish (jobs of tens of core-hours): its line at the start.
+        // It cannot finish here (hundreds of core-hours): its line at the start.
         (&["--census", "shape boxes=4x3", "--allow-sqlite"], "shape boxes=4x3", "144,578"),
     ];
     for (args, census_text, jobs) in kinds {

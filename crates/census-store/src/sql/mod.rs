@@ -1,6 +1,7 @@
 //! [`SqlBackend`]: the store's named operations ([`crate::backend`]) in SQL,
-//! on Postgres or SQLite through sqlx's `Any` driver. It decides nothing:
-//! the rules are above it, in [`crate::Store`]. The SQL is shared; the few
+//! on Postgres or SQLite through sqlx's `Any` driver. It decides only what
+//! picks rows (who may vote and which results count, as [`crate::backend`]
+//! says); the other rules are above it, in [`crate::Store`]. The SQL is shared; the few
 //! places where the two dialects differ are the methods of `Dialect`.
 //! Rows are read by column name into `#[derive(sqlx::FromRow)]` structs,
 //! never by position.

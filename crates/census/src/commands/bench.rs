@@ -23,7 +23,7 @@ pub struct Args {
         long,
         conflicts_with_all = ["stage", "counter", "limit"],
         help = super::kinds_help(
-            "Count another kind of census instead, whole, in-process (2x6 and 4x3 take core-years whole)"
+            "Count another kind of census instead, whole, in-process (whole, 4x3 takes about 105 core-hours and 2x6 about a million: docs/twelve.md)"
         )
     )]
     census: Option<Census>,

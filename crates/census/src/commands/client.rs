@@ -110,34 +110,39 @@ fn status_name(code: tonic::Code) -> &'static str {
 /// count S, N0 and Kilfoil's estimate, for another census its terms and
 /// answer.
 pub fn print_result(result: &RunResult) {
+    print!("{}", result_lines(result));
+}
+
+/// [`print_result`]'s lines, each ending in a newline.
+pub fn result_lines(result: &RunResult) -> String {
     let number = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
     if !result.r#final {
         // A partial sum is neither S nor an answer: no N0, no factorization
         // and no terms of it are shown, for any census.
         let sum = if result.weighted_sum.is_empty() { "0" } else { result.weighted_sum.as_str() };
-        println!("(provisional: the run is not finished)");
-        println!("{}: weighted sum so far = {} (a partial sum, not the answer)", result.census, number(sum));
-        return;
+        return format!(
+            "(provisional: the run is not finished)\n{}: weighted sum so far = {} (a partial sum, not the answer)\n",
+            result.census,
+            number(sum)
+        );
     }
     // The census is parsed here, at the edge; one this client does not know
     // (a newer coordinator's) is shown by its terms, which every kind has.
     let nine_by_nine = result.census.parse::<census_math::census::Census>().is_ok_and(|c| c.is_nine_by_nine());
     if !nine_by_nine {
-        for term in &result.terms {
-            println!("{} = {}", term.name, term.value);
-        }
-        println!("{}: {}", result.census, number(&result.answer));
-        return;
+        let terms: String = result.terms.iter().map(|term| format!("{} = {}\n", term.name, term.value)).collect();
+        return format!("{terms}{}: {}\n", result.census, number(&result.answer));
     }
     let s: num_bigint::BigUint = result.s.parse().unwrap_or_default();
     let n0: num_bigint::BigUint = result.n0.parse().unwrap_or_default();
-    println!("S  = {} = {}", thousands(&s), result.factorization);
-    println!("N0 = 9! x 72^2 x S = {}", thousands(&n0));
-    println!(
-        "Kilfoil's estimate: {:.4e} ({:+.3}% from N0)",
+    format!(
+        "S  = {} = {}\nN0 = 9! x 72^2 x S = {}\nKilfoil's estimate: {:.4e} ({:+.3}% from N0)\n",
+        thousands(&s),
+        result.factorization,
+        thousands(&n0),
         result.kilfoil_estimate,
         result.kilfoil_relative_error * 100.0
-    );
+    )
 }
 
 pub fn progress_line(progress: &Progress) -> String {

@@ -33,7 +33,7 @@ pub struct Args {
     /// The counter of the run created with --stage (see `census run --help`).
     #[arg(long, env = "CENSUS_COUNTER", default_value = "column-sets", value_parser = parse_counter, help = super::COUNTER_HELP)]
     counter: CounterKind,
-    /// Distinct worker identities (tokens) that must agree on each job of the run created with --stage or --census, 1 to 5 (default: the census's, 1, or 2 for 4x3 and 2x6: README, "Checked results").
+    /// Distinct worker identities (tokens) that must agree on each job of the run created with --stage or --census, 1 to 5 (default: the census's, 2 for 4x3, 2x6 and layers, 1 for the others: docs/operations.md#checked-results).
     #[arg(long, env = "CENSUS_REDUNDANCY", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_REDUNDANCY)))]
     redundancy: Option<u32>,
     /// Seconds a lease lasts without a heartbeat, 1 to 3600.
@@ -57,7 +57,7 @@ pub struct Args {
     /// Rejected results after which a worker identity is quarantined, 1 to 1000.
     #[arg(long, env = "CENSUS_QUARANTINE_AFTER", default_value_t = StoreConfig::DEFAULT.quarantine_after, value_parser = clap::value_parser!(u32).range(1..=1000))]
     quarantine_after: u32,
-    /// The share of results the coordinator counts again (0 to 1; 1 checks every result; default: each census's, 1, or 0.01 for 4x3 and 2x6, whose runs need 2 identities to agree instead).
+    /// The share of results the coordinator counts again (0 to 1; 1 checks every result; default: each census's, 1, or 0.01 for 4x3 and 2x6 and 0 for layers, whose runs need 2 identities to agree instead: docs/operations.md#checked-results).
     #[arg(long, env = "CENSUS_VALIDATE_FRACTION", value_parser = parse_fraction)]
     validate_fraction: Option<f64>,
     /// Seconds a job whose worker identities disagree waits, unchanged, for

@@ -10,6 +10,7 @@ pub mod classes;
 pub mod client;
 pub mod coordinator;
 pub mod count_band;
+pub mod generate;
 pub mod layers;
 pub mod operate;
 pub mod recount;
@@ -33,6 +34,32 @@ impl std::fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// Why a command stopped printing: the reader of its output went away
+/// (`census status | head -1`). Not a failure: `main` ends quietly, exit 0,
+/// as the commands that only print do by SIGPIPE's default action.
+#[derive(Debug)]
+pub struct OutputClosed;
+
+impl std::fmt::Display for OutputClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the reader of the output went away")
+    }
+}
+
+impl std::error::Error for OutputClosed {}
+
+/// Writes `text` to stdout and flushes it. For the commands that open
+/// sockets and so keep SIGPIPE ignored (see `main.rs`): there `println!`
+/// panics on a closed stdout, and this returns [`OutputClosed`] instead.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Err(OutputClosed.into()),
+        written => Ok(written?),
+    }
+}
 
 /// The stages, as every command's help names them.
 pub const STAGE_HELP: &str = "The stage: 44|russell, 71|felgenhauer-jarvis, 174|rectangles, 416|rows, \

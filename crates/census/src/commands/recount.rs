@@ -14,7 +14,7 @@ pub struct Args {
     /// The coordinator's gRPC address.
     #[arg(long, env = "CENSUS_COORDINATOR", default_value = "http://127.0.0.1:50051")]
     coordinator: String,
-    /// The job with a conflict (see the conflicts query in the README), or
+    /// The job with a conflict (docs/audit.md, "Conflicts, failures and rejected results", lists them), or
     /// a done or failed job of a run of stages: it and every job of the
     /// stages after it are counted again (a worker's failure that blames a
     /// layers job's files names this command with the job that wrote them).

@@ -16,11 +16,8 @@ pub enum LogFormat {
 /// unless RUST_LOG says otherwise. Colours only on a terminal.
 pub fn init_logging(format: LogFormat, default_level: &str) {
     use std::io::IsTerminal;
-    let ours = ["census", "census_coordinator", "census_worker", "census_store", "census_math"];
-    let directives: Vec<String> =
-        std::iter::once("error".to_string()).chain(ours.iter().map(|c| format!("{c}={default_level}"))).collect();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives.join(",")));
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -29,6 +26,13 @@ pub fn init_logging(format: LogFormat, default_level: &str) {
         LogFormat::Pretty => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+/// The filter without RUST_LOG. A directive's target is a prefix: `census`
+/// is every crate of ours (`census_layers`, `census_store`, ...), and only
+/// ours (third-party crates' names do not start with it).
+fn default_filter(default_level: &str) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::new(format!("error,census={default_level}"))
 }
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -78,4 +82,47 @@ pub fn serve_metrics(address: std::net::SocketAddr) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot serve metrics on {address}: {e}"))?;
     tracing::info!(%address, "serving Prometheus metrics at /metrics");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    /// What a subscriber wrote.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_crate_of_ours_logs_at_the_default_level_and_others_only_errors() {
+        let written = Written::default();
+        let writer = written.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(super::default_filter("warn"))
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(target: "census_layers::trust", "a part set aside");
+            tracing::warn!(target: "census_local::simulate", "a result refused");
+            tracing::info!(target: "census_coordinator", "below the default level");
+            tracing::warn!(target: "sqlx::query", "a slow statement");
+            tracing::error!(target: "h2::codec", "a broken connection");
+        });
+        let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        for shown in ["a part set aside", "a result refused", "a broken connection"] {
+            assert!(text.contains(shown), "{shown:?} is logged: {text}");
+        }
+        for hidden in ["below the default level", "a slow statement"] {
+            assert!(!text.contains(hidden), "{hidden:?} is not: {text}");
+        }
+    }
 }

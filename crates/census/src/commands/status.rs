@@ -1,5 +1,6 @@
 //! `census status`: a run's progress, or its result when it is done.
 
+use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use census_local::{Identities, LocalCluster};
@@ -10,7 +11,7 @@ use census_proto::v1::{
 };
 use serde::Serialize;
 
-use super::client::{Client, Credentials, connect, print_result, progress_line, status_error};
+use super::client::{Client, Credentials, connect, progress_line, result_lines, status_error};
 use super::roles::runtime;
 
 #[derive(clap::Args)]
@@ -85,12 +86,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let result =
             client.get_result(GetResultRequest { run_id: progress.run_id }).await.map_err(status_error)?.into_inner();
+        // Printed with `super::print`: `census status | head` ends quietly.
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&StatusJson::new(&progress, result))?);
+            super::print(&format!("{}\n", serde_json::to_string_pretty(&StatusJson::new(&progress, result))?))?;
             return Ok(ExitCode::SUCCESS);
         }
-        print_status(&mut client, &progress).await?;
-        print_result(&result);
+        let status = status_lines(&mut client, &progress).await?;
+        super::print(&(status + &result_lines(&result)))?;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -120,7 +122,7 @@ async fn watch(client: &mut Client, mut progress: Progress, json: bool) -> anyho
         .into_inner();
     while let Some(next) = stream.message().await.map_err(status_error)? {
         if !json {
-            println!("{}", progress_line(&next));
+            super::print(&format!("{}\n", progress_line(&next)))?;
         }
         progress = next;
     }
@@ -151,44 +153,53 @@ impl StatusJson {
 }
 
 /// The run, its progress, quarantines, workers and classes, as lines.
-async fn print_status(client: &mut Client, progress: &Progress) -> anyhow::Result<()> {
+async fn status_lines(client: &mut Client, progress: &Progress) -> anyhow::Result<String> {
+    let mut out = String::new();
     let runs = client.list_runs(ListRunsRequest {}).await.map_err(status_error)?.into_inner().runs;
     if let Some(run) = runs.iter().find(|r| r.run_id == progress.run_id) {
-        println!(
+        writeln!(
+            out,
             "run {}: {}, redundancy {}{}",
             run.run_id,
             run.census,
             run.redundancy,
             if run.cancelled { ", CANCELLED" } else { "" }
-        );
+        )?;
     }
-    println!("{}", progress_line(progress));
+    writeln!(out, "{}", progress_line(progress))?;
     for warning in &progress.warnings {
-        println!("  WARNING: {warning}");
+        writeln!(out, "  WARNING: {warning}")?;
     }
     for name in &progress.quarantined {
-        println!("  QUARANTINED: {name} (results rejected; `census token release {name}` lifts it)");
+        writeln!(out, "  QUARANTINED: {name} (results rejected; `census token release {name}` lifts it)")?;
     }
     for worker in &progress.workers {
         // Jobs only: the sum of a worker's counts is no number of any
         // census (for the 9x9 count, not even completions: those are
         // 72 x a class's seed sum).
-        println!("  worker {}: {} jobs", worker.worker_id, thousands(&worker.jobs));
+        writeln!(out, "  worker {}: {} jobs", worker.worker_id, thousands(&worker.jobs))?;
     }
     // A coordinator lists the workers with the most jobs, not all.
     if progress.workers_total > progress.workers.len() as u64 {
-        println!(
+        writeln!(
+            out,
             "  ... {} workers in all (the {} with the most jobs above; SQL's worker_stats has all)",
             thousands(&progress.workers_total),
             progress.workers.len()
-        );
+        )?;
     }
     let class_count = runs.iter().find(|r| r.run_id == progress.run_id).map(|r| r.classes);
-    print_classes(client, progress.run_id, class_count).await
+    class_lines(&mut out, client, progress.run_id, class_count).await?;
+    Ok(out)
 }
 
 /// The run's classes, a line each, unless there are too many to list.
-async fn print_classes(client: &mut Client, run_id: i64, class_count: Option<u64>) -> anyhow::Result<()> {
+async fn class_lines(
+    out: &mut String,
+    client: &mut Client,
+    run_id: i64,
+    class_count: Option<u64>,
+) -> anyhow::Result<()> {
     // One more than are listed, to know whether there are more: a run
     // may have 10^6 classes.
     const LISTED: u32 = 100;
@@ -200,22 +211,24 @@ async fn print_classes(client: &mut Client, run_id: i64, class_count: Option<u64
         .classes;
     let class_count = class_count.unwrap_or(classes.len() as u64);
     if classes.len() > LISTED as usize {
-        println!("  ({class_count} classes: too many to list here; SQL's group_totals view has every one)");
+        writeln!(out, "  ({class_count} classes: too many to list here; SQL's group_totals view has every one)")?;
         return Ok(());
     }
     for class in &classes {
         let number = |text: &str| thousands(&text.parse::<num_bigint::BigUint>().unwrap_or_default());
         if class.completions.is_empty() {
-            println!(
+            writeln!(
+                out,
                 "  {} (weight {}): {}/{} jobs, count = {}",
                 class.representative,
                 number(&class.weight),
                 class.seeds_done,
                 class.jobs_total,
                 number(&class.seed_sum)
-            );
+            )?;
         } else {
-            println!(
+            writeln!(
+                out,
                 "  class {:>3} {} size {:>5}: {}/{} seeds, n = {}",
                 class.class_id,
                 class.representative,
@@ -223,7 +236,7 @@ async fn print_classes(client: &mut Client, run_id: i64, class_count: Option<u64
                 class.seeds_done,
                 class.jobs_total,
                 number(&class.completions)
-            );
+            )?;
         }
     }
     Ok(())

@@ -19,7 +19,7 @@ pub struct Args {
     stage: Option<String>,
     #[arg(long, env = "CENSUS_COUNTER", help = super::COUNTER_HELP)]
     counter: Option<String>,
-    /// Distinct worker identities (tokens) that must agree on each job, 1 to 5 (default: the census's, 1, or 2 for 4x3 and 2x6: README, "Checked results").
+    /// Distinct worker identities (tokens) that must agree on each job, 1 to 5 (default: the census's, 2 for 4x3, 2x6 and layers, 1 for the others: docs/operations.md#checked-results).
     #[arg(long, env = "CENSUS_REDUNDANCY", value_parser = clap::value_parser!(u32).range(1..=i64::from(census_store::MAX_REDUNDANCY)))]
     redundancy: Option<u32>,
     /// Runs with higher priority are leased first.

@@ -16,7 +16,9 @@ pub struct Args {
     /// Counting threads, 1 to 1024 (default: the number of cores).
     #[arg(long, env = "CENSUS_THREADS", value_parser = super::parse_threads)]
     threads: Option<usize>,
-    /// Jobs per lease, 1 to 10000 (default: adapted to about a second of counting per thread).
+    /// Jobs per lease, 1 to 10000 (default: sized from the last batch's rate so that a batch, counted on all the
+    /// threads, takes the time the coordinator asks: a second unless a large fleet keeps it busy, at most a third of
+    /// the lease TTL; at least a job a thread, or the jobs a thread counts together, 256 gangsters for 4x3).
     #[arg(long, env = "CENSUS_BATCH", value_parser = clap::value_parser!(u32).range(1..=i64::from(census_proto::limits::MAX_BATCH)))]
     batch: Option<u32>,
     /// This worker's label in its logs (default: host name and process id);
