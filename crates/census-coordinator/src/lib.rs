@@ -91,7 +91,7 @@ pub struct CoordinatorConfig {
     /// How long a job in conflict (distinct identities disagree and no
     /// quorum has decided) waits, unchanged and with nobody counting it,
     /// for another identity to make a quorum; then the coordinator counts
-    /// it itself and its count decides ([`conflicts`]). The way a
+    /// it itself and its count decides (`conflicts.rs`). The way a
     /// volunteer-computing server sends a disputed job to more hosts, a
     /// bounded number, and then decides.
     pub conflict_wait: Duration,

@@ -74,7 +74,7 @@ const COSTS: [(&str, u64); 12] = [
 ];
 
 /// The expected cost of a job, in CPU-milliseconds (at least 1): its
-/// class's from [`COSTS`] (1 where the class is not listed), shared
+/// class's from `COSTS` (1 where the class is not listed), shared
 /// equally by the class's parts. The essentially different jobs differ in
 /// cost by four orders of magnitude, so progress by jobs misleads.
 pub fn job_cost(key: &str) -> Result<u64, ParseError> {
