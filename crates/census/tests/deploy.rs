@@ -401,6 +401,12 @@ fn the_ci_script_installs_as_root_without_sudo_and_explains_without_either() {
     assert_eq!(code, Some(3), "it went on to cargo: {said}");
     assert_eq!(calls_made, format!("apt-get update -qq\n{install}\n"), "{said}");
     assert!(!said.contains("sudo"), "{said}");
+    // It says first what it will install, only what is missing, and why (issue 46).
+    assert!(
+        said.contains(".ci/run: installs with apt-get: chromium sqlite3 (chromium: the status-page test; sqlite3: the SQL audit test)"),
+        "{said}"
+    );
+    assert!(said.contains(".ci/run: takes about "), "{said}");
     // Not root, with sudo: through it.
     let (code, said, calls_made) = ci(&with_sudo, "1000");
     assert_eq!(code, Some(3), "{said}");
