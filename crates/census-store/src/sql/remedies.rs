@@ -81,7 +81,7 @@ impl RemedyStorage for SqlBackend {
         let rows: Vec<(JobId, RunId, String, String)> = sqlx::query_as(
             "SELECT j.id, j.run_id, j.key, r.census FROM jobs j JOIN runs r ON r.id = j.run_id
              WHERE j.conflict = 1 AND r.cancelled_at IS NULL AND j.updated_at <= $1
-               AND (j.state IN ('pending', 'failed') OR (j.state = 'leased' AND j.lease_expires_at <= $2))
+               AND (j.state IN ('pending', 'failed') OR (j.state = 'leased' AND j.lease_expires_at < $2))
              ORDER BY j.id LIMIT $3",
         )
         .bind(unchanged_since)

@@ -125,6 +125,8 @@ checks!(
     AnswerStorage::workers_of => answers::a_runs_identities_are_counted,
     AnswerStorage::class_totals => answers::class_totals_are_read_a_page_at_a_time,
     AnswerStorage::accepted_counts => answers::a_stages_accepted_counts_are_read_a_page_at_a_time,
+    RemedyStorage::conflicts_waiting => remedies::conflicts_nobody_counts_are_found_once_unchanged_long_enough,
+    RemedyStorage::jobs_after_stage => remedies::a_runs_later_stages_with_anything_of_their_round_are_found,
     RemedyStorage::lock_jobs_to_reopen => remedies::jobs_to_reopen_are_read_with_their_counts,
     RemedyStorage::take_out_of_classes => remedies::counts_taken_out_of_classes_leave_them_as_before,
     RemedyStorage::take_out_of_run => remedies::a_run_reopened_is_unfinished_again,

@@ -7,18 +7,27 @@ use num_bigint::BigUint;
 use super::results::add;
 use super::runs::all_classes;
 use super::{
-    BIG, CLASSES, LeaseJobs, NOW, decide, insert_run, lease, lease_of, new_run, record, result, row_of, run_row, spec,
+    BIG, CLASSES, LeaseJobs, NOW, TTL, decide, insert_run, jobs_of, keys, lease, lease_of, new_run, record, result,
+    row_of, run_row, spec,
 };
 use crate::backend::{
     ClassChanges, FailureTally, FinishedAnswer, JobState, NewFailure, NewJob, NewRun, ResultOutcome, RunChange,
     RunTakeOut, StorageBackend, parse_big,
 };
+use crate::conformance::fixtures;
 use crate::{JobId, RunId};
 
 /// Sets the job's state and failures, in a transaction of its own.
 async fn tally<B: StorageBackend>(backend: &B, job: JobId, next: JobState, failures: i64) {
     let mut tx = backend.begin().await.unwrap();
     backend.set_failures(&mut tx, &FailureTally { job, next, failures }, NOW).await.unwrap();
+    backend.commit(tx).await.unwrap();
+}
+
+/// Flags conflicts on `jobs`, in a transaction of their own.
+async fn flag<B: StorageBackend>(backend: &B, jobs: &[JobId]) {
+    let mut tx = backend.begin().await.unwrap();
+    backend.flag_conflicts(&mut tx, jobs).await.unwrap();
     backend.commit(tx).await.unwrap();
 }
 
@@ -55,6 +64,69 @@ pub(super) async fn jobs_to_reopen_are_read_with_their_counts<B: StorageBackend>
         ]
     );
     assert_eq!(rows.iter().map(|row| row.count.clone()).collect::<Vec<_>>(), [Some(BIG.into()), None, None]);
+}
+
+pub(super) async fn conflicts_nobody_counts_are_found_once_unchanged_long_enough<B: StorageBackend>(backend: Arc<B>) {
+    let (run, j) = new_run(&*backend, 1, 7).await;
+    // j0 pending, j1 failed, j2 leased and expired by `now`, j3 leased
+    // later and still held, j4 done, j6 changed late; j5 has no conflict.
+    tally(&*backend, j[1], JobState::Failed, 1).await;
+    lease(&*backend, &LeaseJobs { from: j[2], ..lease_of(run, "w") }).await;
+    let later = NOW + 10;
+    lease(&*backend, &LeaseJobs { from: j[3], now: later, expires_at: later + TTL, ..lease_of(run, "w") }).await;
+    decide(&*backend, &[(j[4], JobState::Done, Some(1), 1)]).await;
+    let mut tx = backend.begin().await.unwrap();
+    let late = FailureTally { job: j[6], next: JobState::Pending, failures: 1 };
+    backend.set_failures(&mut tx, &late, NOW + 100).await.unwrap();
+    backend.commit(tx).await.unwrap();
+    flag(&*backend, &[j[0], j[1], j[2], j[3], j[4], j[6]]).await;
+    let (cancelled, theirs) = new_run(&*backend, 2, 1).await;
+    flag(&*backend, &theirs).await;
+    let mut tx = backend.begin().await.unwrap();
+    backend.mark_cancelled(&mut tx, cancelled, NOW).await.unwrap();
+    backend.commit(tx).await.unwrap();
+
+    let now = NOW + TTL + 5;
+    let found = backend.conflicts_waiting(later, now, 100).await.unwrap();
+    let read: Vec<_> = found.iter().map(|job| (job.job, job.run, job.key.as_str(), job.census.as_str())).collect();
+    let small = fixtures::SMALL;
+    assert_eq!(read, [(j[0], run, "k0", small), (j[1], run, "k1", small), (j[2], run, "k2", small)]);
+    let ids = |found: Vec<crate::backend::WaitingConflict>| found.iter().map(|job| job.job).collect::<Vec<_>>();
+    assert_eq!(ids(backend.conflicts_waiting(later, now, 2).await.unwrap()), [j[0], j[1]], "at most the limit");
+    assert_eq!(ids(backend.conflicts_waiting(NOW + 100, now, 100).await.unwrap()), [j[0], j[1], j[2], j[6]]);
+    let at_expiry = backend.conflicts_waiting(NOW + 100, later + TTL, 100).await.unwrap();
+    assert_eq!(ids(at_expiry), [j[0], j[1], j[2], j[6]], "a lease is held up to its expiry, as everywhere");
+    let past_expiry = backend.conflicts_waiting(NOW + 100, later + TTL + 1, 100).await.unwrap();
+    assert_eq!(ids(past_expiry), [j[0], j[1], j[2], j[3], j[6]]);
+    assert!(backend.conflicts_waiting(NOW - 1, now, 100).await.unwrap().is_empty(), "all changed since");
+}
+
+pub(super) async fn a_runs_later_stages_with_anything_of_their_round_are_found<B: StorageBackend>(backend: Arc<B>) {
+    let stages = [0, 1, 1, 2, 2, 2, 2];
+    let (one, two) = (spec(1, 1), spec(2, 1));
+    let (seven, single) = (keys(stages.len()), keys(1));
+    let (run, j) = insert_run(&*backend, run_row(&one), &CLASSES, &jobs_of(&seven, |i| Some(stages[i]))).await;
+    let (other, theirs) = insert_run(&*backend, run_row(&two), &CLASSES, &jobs_of(&single, |_| Some(2))).await;
+    // j0 (stage 0) done; j1 leased, j2 untouched (stage 1); of stage 2,
+    // j3 untouched, j4 pending with a failure, j5 pending with a vote,
+    // j6 done; the other run's stage 2 job done.
+    decide(&*backend, &[(j[0], JobState::Done, Some(1), 1)]).await;
+    lease(&*backend, &LeaseJobs { from: j[1], stage: Some(1), ..lease_of(run, "w") }).await;
+    tally(&*backend, j[4], JobState::Pending, 1).await;
+    decide(
+        &*backend,
+        &[
+            (j[5], JobState::Pending, None, 1),
+            (j[6], JobState::Done, Some(1), 1),
+            (theirs[0], JobState::Done, Some(1), 1),
+        ],
+    )
+    .await;
+    let mut tx = backend.begin().await.unwrap();
+    assert_eq!(backend.jobs_after_stage(&mut tx, run, 0).await.unwrap(), [j[1], j[4], j[5], j[6]]);
+    assert_eq!(backend.jobs_after_stage(&mut tx, run, 1).await.unwrap(), [j[4], j[5], j[6]]);
+    assert!(backend.jobs_after_stage(&mut tx, run, 2).await.unwrap().is_empty(), "no later stage");
+    assert_eq!(backend.jobs_after_stage(&mut tx, other, 0).await.unwrap(), [theirs[0]]);
 }
 
 pub(super) async fn counts_taken_out_of_classes_leave_them_as_before<B: StorageBackend>(backend: Arc<B>) {
