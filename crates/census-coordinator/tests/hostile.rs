@@ -264,6 +264,7 @@ async fn a_lying_worker_is_caught_and_quarantined(store: Arc<dyn JobStore>) {
     assert!(quarantined.message().contains("quarantined"), "{quarantined:?}");
     let progress = h.progress(run).await;
     assert_eq!(progress.quarantined, vec!["liar".to_string()]);
+    assert_eq!(progress.quarantine_reasons, vec!["3 results rejected".to_string()]);
     assert_eq!(progress.rejected, 3);
     let tokens = h.store.list_tokens().await.unwrap();
     let liar_record = tokens.iter().find(|t| t.name == "liar").unwrap();
@@ -1201,6 +1202,8 @@ async fn one_token_failing_every_job_cannot_stall_a_run(store: Arc<dyn JobStore>
     assert_eq!(failed, 50);
     let progress = h.progress(run).await;
     assert_eq!(progress.quarantined, vec!["staller".to_string()]);
+    // Quarantined for its failures, and status says so (issue 44: it said "results rejected").
+    assert_eq!(progress.quarantine_reasons, vec!["50 failures reported".to_string()]);
     assert_eq!((progress.failed, progress.done), (0, 0), "{progress:?}");
 
     let honest = h.token("honest", Role::Worker).await;

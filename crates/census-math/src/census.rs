@@ -183,8 +183,8 @@ pub enum CensusError {
 impl fmt::Display for CensusError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CensusError::BadCensus { text, reason } => write!(f, "bad census {text:?}: {reason}"),
-            CensusError::BadKey { key, reason } => write!(f, "bad job key {key:?}: {reason}"),
+            CensusError::BadCensus { text, reason } => write!(f, "bad census {}: {reason}", shown(text)),
+            CensusError::BadKey { key, reason } => write!(f, "bad job key {}: {reason}", shown(key)),
             CensusError::BadResults(reason) => write!(f, "the results cannot be folded: {reason}"),
             CensusError::Cancelled => write!(f, "the count was cancelled before it was done"),
         }
@@ -192,6 +192,27 @@ impl fmt::Display for CensusError {
 }
 
 impl std::error::Error for CensusError {}
+
+/// The longest census text read: the longest a kind's grammar makes is
+/// well under 200 bytes.
+pub const MAX_CENSUS_TEXT: usize = 1024;
+
+/// `text` quoted as an error shows it: whole when short, else its start and
+/// its length, so that a 100 KB value is not echoed back whole.
+///
+/// ```
+/// use census_math::census::shown;
+/// assert_eq!(shown("shape boxes=2x3"), r#""shape boxes=2x3""#);
+/// assert_eq!(shown(&"x".repeat(100_000)), format!("\"{}\"... (100000 bytes)", "x".repeat(40)));
+/// ```
+pub fn shown(text: &str) -> String {
+    const WHOLE: usize = 80;
+    if text.len() <= WHOLE {
+        return format!("{text:?}");
+    }
+    let start: String = text.chars().take(40).collect();
+    format!("{start:?}... ({} bytes)", text.len())
+}
 
 impl fmt::Display for Census {
     /// The form [`Census::from_str`] reads back.
@@ -217,12 +238,15 @@ impl FromStr for Census {
     /// [parts=P]`, `synthetic jobs=M [salt=S] [heavy=K]`.
     fn from_str(text: &str) -> Result<Census, CensusError> {
         let bad = |reason: String| CensusError::BadCensus { text: text.to_string(), reason };
+        if text.len() > MAX_CENSUS_TEXT {
+            return Err(bad(format!("a census text is at most {MAX_CENSUS_TEXT} bytes")));
+        }
         let mut words = text.split_whitespace();
         let name = words.next().ok_or_else(|| bad("empty".into()))?;
         let mut parameters = Parameters::read(words).map_err(bad)?;
         let Some(kind) = kinds().find(|kind| kind.name == name) else {
             let names: Vec<&str> = kinds().map(|kind| kind.name).collect();
-            return Err(bad(format!("{name:?} is not a kind ({})", names.join(", "))));
+            return Err(bad(format!("{} is not a kind ({})", shown(name), names.join(", "))));
         };
         let census = (kind.parse)(&mut parameters).map_err(bad)?;
         if let Some(left) = parameters.left_over() {
@@ -676,7 +700,9 @@ mod tests {
             ("layers", "needs boxes=2xC"),
             ("layers boxes=3x3", "2x2 to 2x6"),
             ("layers boxes=2x7", "2x2 to 2x6"),
-            ("layers boxes=2x4 shards=0", "1..=1048576 shards"),
+            ("layers boxes=2x4 shards=0", "bad layer plan: shards=0: shards are 1..=1048576"),
+            ("layers boxes=2x4 parts=70000", "bad layer plan: parts=70000: parts are 1..=65536"),
+            ("x".repeat(2_000).as_str(), "(2000 bytes): a census text is at most 1024 bytes"),
             ("layers boxes=2x4 parts=x", "parts=x is not a whole number"),
             ("layers boxes=2x4 gangsters=0..5", "takes no gangsters"),
         ] {

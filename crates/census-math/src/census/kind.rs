@@ -155,7 +155,8 @@ impl<'a> Parameters<'a> {
     pub(super) fn read(words: impl Iterator<Item = &'a str>) -> Result<Parameters<'a>, String> {
         let mut values = BTreeMap::new();
         for word in words {
-            let (name, value) = word.split_once('=').ok_or_else(|| format!("{word:?} is not NAME=VALUE"))?;
+            let (name, value) =
+                word.split_once('=').ok_or_else(|| format!("{} is not NAME=VALUE", super::shown(word)))?;
             if values.insert(name, value).is_some() {
                 return Err(format!("{name} is given twice"));
             }

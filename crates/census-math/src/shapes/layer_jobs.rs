@@ -87,12 +87,11 @@ impl LayerPlan {
     /// for the first layer) and `parts` parts of each layer.
     pub fn new(c: usize, shards: u32, parts: u32) -> Result<LayerPlan, ShapeError> {
         check_c(c)?;
-        if !(1..=MAX_SHARDS).contains(&shards) || !(1..=MAX_PARTS).contains(&parts) {
-            return Err(ShapeError::BadSets {
-                reason: format!(
-                    "a layer plan has 1..={MAX_SHARDS} shards and 1..={MAX_PARTS} parts, not {shards} and {parts}"
-                ),
-            });
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(ShapeError::BadPlan { reason: format!("shards={shards}: shards are 1..={MAX_SHARDS}") });
+        }
+        if !(1..=MAX_PARTS).contains(&parts) {
+            return Err(ShapeError::BadPlan { reason: format!("parts={parts}: parts are 1..={MAX_PARTS}") });
         }
         Ok(LayerPlan { c, shards, parts })
     }

@@ -69,6 +69,8 @@ pub enum ShapeError {
     /// The column masks of a part key do not start a factor of the band's
     /// first block of rows (`bands::parts`) through column 0.
     BadPart { reason: String },
+    /// A layer plan's shards or parts out of range (`LayerPlan::new`).
+    BadPlan { reason: String },
     /// Results handed to [`fold`] disagree: two parts of one class with
     /// different weights, or a key of another shape.
     BadResults { reason: String },
@@ -83,6 +85,7 @@ impl fmt::Display for ShapeError {
             ShapeError::BadSets { reason } => write!(f, "bad column sets: {reason}"),
             ShapeError::BadKey { key, reason } => write!(f, "bad shape job key {key:?}: {reason}"),
             ShapeError::BadPart { reason } => write!(f, "bad part of a shape job: {reason}"),
+            ShapeError::BadPlan { reason } => write!(f, "bad layer plan: {reason}"),
             ShapeError::BadResults { reason } => write!(f, "inconsistent shape results: {reason}"),
         }
     }

@@ -21,6 +21,7 @@ use super::{UsageError, parse_counter, parse_stage};
 pub struct Args {
     #[arg(
         long,
+        value_parser = super::CensusParser,
         conflicts_with_all = ["stage", "counter", "limit"],
         help = super::kinds_help(
             "Count another kind of census instead, whole, in-process (whole, 4x3 takes about 105 core-hours and 2x6 about a million: docs/twelve.md)"

@@ -20,7 +20,7 @@ pub struct Args {
     /// List the jobs of a census instead, one line each: its number, group
     /// (class), weight and key, e.g. "shape boxes=4x3" (the gangster numbers
     /// that `gangsters=START..END` slices).
-    #[arg(long, conflicts_with = "stage")]
+    #[arg(long, value_parser = super::CensusParser, conflicts_with = "stage")]
     census: Option<Census>,
     /// List the kinds of census instead (a Markdown table: each kind's
     /// text, what it counts and its published answer).

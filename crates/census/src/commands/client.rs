@@ -89,20 +89,30 @@ pub async fn connect_with(config: &ClientConfig) -> anyhow::Result<Client> {
 /// A gRPC status as an error with its message.
 pub fn status_error(status: tonic::Status) -> anyhow::Error {
     if matches!(status.code(), tonic::Code::InvalidArgument | tonic::Code::NotFound) {
-        super::UsageError(status.message().to_string()).into()
-    } else {
-        anyhow::anyhow!("{}: {}", status_name(status.code()), status.message())
+        return super::UsageError(status.message().to_string()).into();
     }
+    // tonic's own failures of the connection (the coordinator died or went
+    // away mid-call) come as UNKNOWN or UNAVAILABLE "transport error": say
+    // what happened, not "error: error: transport error".
+    let lost =
+        status.message().starts_with("transport error") || status.message().starts_with("error trying to connect");
+    if lost && matches!(status.code(), tonic::Code::Unknown | tonic::Code::Unavailable) {
+        return anyhow::anyhow!("lost the connection to the coordinator ({}); is it running?", status.message());
+    }
+    anyhow::anyhow!("{}: {}", status_name(status.code()), status.message())
 }
 
 fn status_name(code: tonic::Code) -> &'static str {
     match code {
-        tonic::Code::NotFound => "not found",
         tonic::Code::Unavailable => "unavailable",
         tonic::Code::FailedPrecondition => "failed precondition",
         tonic::Code::Unauthenticated => "not authenticated",
         tonic::Code::PermissionDenied => "permission denied",
-        _ => "error",
+        tonic::Code::ResourceExhausted => "busy",
+        tonic::Code::DeadlineExceeded => "timed out",
+        tonic::Code::Cancelled => "cancelled",
+        tonic::Code::Internal => "the coordinator failed",
+        _ => "the call failed",
     }
 }
 
@@ -216,5 +226,20 @@ mod tests {
         let counting = Progress { pending: 10, jobs_total: 10, eta_seconds: 30.0, ..waiting };
         let line = progress_line(&counting);
         assert!(line.ends_with("ETA 30 s") && !line.contains("waiting"), "{line}");
+    }
+
+    /// Issue 44: a coordinator that died under `census submit` gave
+    /// `error: error: transport error`.
+    #[test]
+    fn a_lost_connection_says_so_once() {
+        for status in [tonic::Status::unknown("transport error"), tonic::Status::unavailable("transport error")] {
+            let said = status_error(status).to_string();
+            assert_eq!(said, "lost the connection to the coordinator (transport error); is it running?");
+        }
+        let said = status_error(tonic::Status::unknown("something else")).to_string();
+        assert_eq!(said, "the call failed: something else");
+        assert!(!said.contains("error: error"));
+        let said = status_error(tonic::Status::permission_denied("quarantined")).to_string();
+        assert_eq!(said, "permission denied: quarantined");
     }
 }

@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long, env = "CENSUS_LISTEN", default_value = "0.0.0.0:50051")]
     listen: SocketAddr,
     /// Create this census's run on start (idempotent); see `census run --help`.
-    #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"])]
+    #[arg(long, value_parser = super::CensusParser, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"])]
     census: Option<census_math::census::Census>,
     /// Create this stage's run on start (idempotent): 44|russell, 71|felgenhauer-jarvis,
     /// 174|rectangles, 416|rows, 2051|stacks-columns, 36288|catalogue.

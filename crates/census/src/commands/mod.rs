@@ -69,6 +69,30 @@ pub const STAGE_HELP: &str = "The stage: 44|russell, 71|felgenhauer-jarvis, 174|
 pub const COUNTER_HELP: &str = "The counter: column-sets (microseconds a job), banded (about 0.1 s a job) \
      or enumerate (the paper's plain backtracking, under a second a job)";
 
+/// `--census`'s parser: the census's own error, its text shown short
+/// (`census_math::census::shown`), where clap's own parser would echo the
+/// whole value first (a 100 KB value was printed three times).
+#[derive(Clone)]
+pub struct CensusParser;
+
+impl clap::builder::TypedValueParser for CensusParser {
+    type Value = census_math::census::Census;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let flag = arg.map_or_else(|| "--census".to_string(), |arg| format!("--{}", arg.get_id()));
+        let refused = |message: String| {
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{flag}: {message}\n")).with_cmd(command)
+        };
+        let text = value.to_str().ok_or_else(|| refused("not UTF-8".into()))?;
+        text.parse().map_err(|error: census_math::census::CensusError| refused(error.to_string()))
+    }
+}
+
 /// The kinds of census, as every command's help names them: one line a
 /// kind, from the registry (`census_math::census::kinds`).
 pub fn census_help() -> String {

@@ -21,7 +21,7 @@ use super::{UsageError, parse_counter, parse_stage};
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[arg(long, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"], help = super::census_help())]
+    #[arg(long, value_parser = super::CensusParser, env = "CENSUS_CENSUS", conflicts_with_all = ["stage", "counter"], help = super::census_help())]
     census: Option<Census>,
     #[arg(long, env = "CENSUS_STAGE", default_value = "44", value_parser = parse_stage, help = super::STAGE_HELP)]
     stage: Stage,

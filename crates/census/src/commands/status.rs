@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "census")]
     run: Option<i64>,
     /// The latest run of this census, e.g. "essentially-different".
-    #[arg(long, env = "CENSUS_CENSUS")]
+    #[arg(long, value_parser = super::CensusParser, env = "CENSUS_CENSUS")]
     census: Option<census_math::census::Census>,
     /// Keep printing progress until the run is final.
     #[arg(long)]
@@ -152,6 +152,13 @@ impl StatusJson {
     }
 }
 
+/// An identity's quarantine, with its reason (rejected results or
+/// reported failures; none from an older coordinator) and its remedy.
+fn quarantine_line(name: &str, reason: &str) -> String {
+    let reason = if reason.is_empty() { String::new() } else { format!("{reason}; ") };
+    format!("QUARANTINED: {name} ({reason}`census token release {name}` lifts it)")
+}
+
 /// The run, its progress, quarantines, workers and classes, as lines.
 async fn status_lines(client: &mut Client, progress: &Progress) -> anyhow::Result<String> {
     let mut out = String::new();
@@ -170,8 +177,9 @@ async fn status_lines(client: &mut Client, progress: &Progress) -> anyhow::Resul
     for warning in &progress.warnings {
         writeln!(out, "  WARNING: {warning}")?;
     }
-    for name in &progress.quarantined {
-        writeln!(out, "  QUARANTINED: {name} (results rejected; `census token release {name}` lifts it)")?;
+    for (i, name) in progress.quarantined.iter().enumerate() {
+        let reason = progress.quarantine_reasons.get(i).map_or("", String::as_str);
+        writeln!(out, "  {}", quarantine_line(name, reason))?;
     }
     for worker in &progress.workers {
         // Jobs only: the sum of a worker's counts is no number of any

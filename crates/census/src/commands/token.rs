@@ -84,16 +84,23 @@ fn new_secret_file(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
         .map_err(|e| UsageError(format!("--output {}: {e}", path.display())))?)
 }
 
-/// Removes the empty file made for a token that was never stored.
+/// Removes the file written for a token that was never stored.
 fn forget(output: &Option<PathBuf>) {
     if let Some(path) = output {
         let _ = std::fs::remove_file(path);
     }
 }
 
-/// Writes a secret to a new file only its owner can read.
+/// Writes a secret to a new file only its owner can read, on disk before
+/// it returns; a file it could not write whole (a full disk) is removed.
 fn write_secret(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
-    writeln!(new_secret_file(path)?, "{secret}")?;
+    let mut file = new_secret_file(path)?;
+    let written = writeln!(file, "{secret}").and_then(|()| file.sync_all());
+    if let Err(error) = written {
+        drop(file);
+        let _ = std::fs::remove_file(path);
+        anyhow::bail!("--output {}: {error}; no token was created", path.display());
+    }
     Ok(())
 }
 
@@ -122,27 +129,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match args.action {
             Action::Create { database, role, name, output } => {
                 census_store::check_identity(&name).map_err(|e| UsageError(format!("--name: {e}")))?;
-                // The file is made before the token is stored: a token that
-                // could not be written anywhere must not exist.
-                let file = output.as_deref().map(new_secret_file).transpose()?;
-                let store = match open(&database).await {
-                    Ok(store) => store,
-                    Err(error) => {
-                        forget(&output);
-                        return Err(error.into());
-                    }
-                };
+                // The secret is in its file before the token is stored: a
+                // token that could not be written anywhere must not exist
+                // (a full disk once left a stored token and an empty file).
                 let token = generate_token();
-                if let Err(error) = store.create_token(&name, role, &hash_token(&token)).await {
+                if let Some(path) = &output {
+                    write_secret(path, &token)?;
+                }
+                let stored = match open(&database).await {
+                    Ok(store) => store.create_token(&name, role, &hash_token(&token)).await,
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = stored {
                     forget(&output);
                     return Err(error.into());
                 }
-                match (output, file) {
-                    (Some(path), Some(mut file)) => {
-                        writeln!(file, "{token}")?;
-                        println!("token {name:?} ({role}) written to {}", path.display());
-                    }
-                    _ => {
+                match output {
+                    Some(path) => println!("token {name:?} ({role}) written to {}", path.display()),
+                    None => {
                         eprintln!("token {name:?} ({role}) created; it is shown only this once:");
                         println!("{token}");
                     }

@@ -27,7 +27,7 @@ pub struct Args {
     /// Compare runs of this census and of any other that has the same
     /// answer, e.g. "shape boxes=2x3" and "shape boxes=3x2" (default: the
     /// 9x9 count, every stage and counter).
-    #[arg(long, env = "CENSUS_CENSUS")]
+    #[arg(long, value_parser = super::CensusParser, env = "CENSUS_CENSUS")]
     census: Option<Census>,
     #[command(flatten)]
     credentials: Credentials,
