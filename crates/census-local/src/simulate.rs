@@ -8,6 +8,7 @@
 //! second, the wait of each call ([`Calls`]), and ([`measure`]) the CPU of
 //! the coordinator apart from the workers' and the process's memory.
 
+pub mod flood;
 pub mod measure;
 
 use std::collections::HashSet;
@@ -93,6 +94,19 @@ pub struct Load {
     pub heartbeats: Heartbeats,
     /// The run's census (synthetic: its counter makes up a count in O(1)).
     pub census: Census,
+    /// One more identity that floods the coordinator with stale reports.
+    pub flood: Option<flood::Flood>,
+}
+
+/// What a load test's workers did.
+#[derive(Debug)]
+pub struct Driven {
+    /// What the honest workers' calls took.
+    pub calls: Calls,
+    /// Seconds until the honest workers found no work left (the first time).
+    pub seconds: f64,
+    /// What the flood measured, if there was one.
+    pub flood: Option<flood::FloodReport>,
 }
 
 /// How far the workers got, for a progress line.
@@ -121,43 +135,36 @@ pub enum SimulationError {
     Token,
     #[error("a simulated worker's task failed")]
     Task(#[source] tokio::task::JoinError),
+    #[error("the flooder found no job to lease (the run was done): more jobs are needed for a flood")]
+    NothingToFlood,
 }
 
 /// The deadline of every call a simulated worker makes: as a real worker's.
 const CALL_DEADLINE: Duration = census_worker::CALL_DEADLINE;
 
 /// Runs the simulated workers of `load` until each finds no work left for
-/// it, calling `progress` every 5 s; what their calls took, and the seconds
-/// they worked.
-pub async fn drive(load: Load, mut progress: impl FnMut(LoadProgress)) -> Result<(Calls, f64), SimulationError> {
-    let channels = (0..load.connections.max(1))
-        .map(|_| {
-            Endpoint::from_shared(load.address.clone())
-                .map(|endpoint| endpoint.tcp_nodelay(true).connect_timeout(Duration::from_secs(20)).connect_lazy())
-        })
-        .collect::<Result<Vec<Channel>, _>>()
-        .map_err(|_| SimulationError::Address { address: load.address.clone() })?;
+/// it, calling `progress` every 5 s, and its flood if it has one; what
+/// their calls took, and the seconds they worked.
+///
+/// With a flood, the workers are started once more after it: the
+/// flooder's quarantine reopens the results it had recorded, perhaps after
+/// the workers had found the run done, and the run is to end exactly.
+pub async fn drive(load: Load, mut progress: impl FnMut(LoadProgress)) -> Result<Driven, SimulationError> {
+    let channels = (0..load.connections.max(1)).map(|_| connect(&load.address)).collect::<Result<Vec<_>, _>>()?;
     let recorded = Arc::new(AtomicU64::new(0));
+    let flooder = match &load.flood {
+        Some(flood) => {
+            let client = WorkerServiceClient::with_interceptor(connect(&load.address)?, Bearer::new(&flood.flooder)?);
+            let stale = flood::lease_and_report(flood, &client, load.census, load.run_id).await?;
+            Some((flood.clone(), client, stale))
+        }
+        None => None,
+    };
     let started = Instant::now();
-    let mut workers = tokio::task::JoinSet::new();
-    for (i, credential) in load.workers.iter().enumerate() {
-        let client =
-            WorkerServiceClient::with_interceptor(channels[i % channels.len()].clone(), Bearer::new(credential)?);
-        let worker = SimulatedWorker {
-            client,
-            name: credential.name.clone(),
-            run_id: load.run_id,
-            batch: load.batch,
-            count_ms: load.count_ms,
-            heartbeats: load.heartbeats,
-            counter: load.census.job_counter(),
-            version: load.census.counter_version(),
-            recorded: recorded.clone(),
-            retry: Retry::default(),
-        };
-        workers.spawn(worker.work());
-    }
+    let flooding =
+        flooder.map(|(flood, client, stale)| tokio::spawn(flood::run(flood, client, stale, recorded.clone(), started)));
     let mut calls = Calls::default();
+    let mut workers = start_workers(&load, &channels, &recorded)?;
     let mut shown = Instant::now();
     loop {
         tokio::select! {
@@ -177,7 +184,47 @@ pub async fn drive(load: Load, mut progress: impl FnMut(LoadProgress)) -> Result
             }
         }
     }
-    Ok((calls, started.elapsed().as_secs_f64()))
+    let seconds = started.elapsed().as_secs_f64();
+    let Some(flooding) = flooding else { return Ok(Driven { calls, seconds, flood: None }) };
+    let flood = flooding.await.map_err(SimulationError::Task)??;
+    let mut again = start_workers(&load, &channels, &recorded)?;
+    while let Some(worker) = again.join_next().await {
+        calls.add(worker.map_err(SimulationError::Task)??);
+    }
+    Ok(Driven { calls, seconds, flood: Some(flood) })
+}
+
+fn connect(address: &str) -> Result<Channel, SimulationError> {
+    Endpoint::from_shared(address.to_string())
+        .map(|endpoint| endpoint.tcp_nodelay(true).connect_timeout(Duration::from_secs(20)).connect_lazy())
+        .map_err(|_| SimulationError::Address { address: address.to_string() })
+}
+
+/// Starts a simulated worker for each of `load`'s credentials, on `channels` in turn.
+fn start_workers(
+    load: &Load,
+    channels: &[Channel],
+    recorded: &Arc<AtomicU64>,
+) -> Result<tokio::task::JoinSet<Result<Calls, SimulationError>>, SimulationError> {
+    let mut workers = tokio::task::JoinSet::new();
+    for (i, credential) in load.workers.iter().enumerate() {
+        let client =
+            WorkerServiceClient::with_interceptor(channels[i % channels.len()].clone(), Bearer::new(credential)?);
+        let worker = SimulatedWorker {
+            client,
+            name: credential.name.clone(),
+            run_id: load.run_id,
+            batch: load.batch,
+            count_ms: load.count_ms,
+            heartbeats: load.heartbeats,
+            counter: load.census.job_counter(),
+            version: load.census.counter_version(),
+            recorded: recorded.clone(),
+            retry: Retry::default(),
+        };
+        workers.spawn(worker.work());
+    }
+    Ok(workers)
 }
 
 /// Presents one simulated worker's token on a connection others share.
@@ -600,6 +647,7 @@ mod tests {
     use census_coordinator::CoordinatorConfig;
     use census_math::census::Census;
 
+    use super::flood::Flood;
     use super::{Batch, Call, Calls, Heartbeats, Load, Ranks, Retry, SimulationError, drive};
     use crate::{Identities, LocalCluster};
 
@@ -624,8 +672,10 @@ mod tests {
                 count_ms: 0,
                 heartbeats,
                 census,
+                flood: None,
             };
-            let (calls, seconds) = drive(load, |_| {}).await.unwrap();
+            let super::Driven { calls, seconds, flood } = drive(load, |_| {}).await.unwrap();
+            assert!(flood.is_none());
             assert!(seconds > 0.0);
             if batch == Batch::Fixed(7) {
                 assert_eq!(calls.recorded, 250, "{calls:?}");
@@ -639,6 +689,56 @@ mod tests {
         let total = cluster.coordinator().store().total(run.run_id).await.unwrap();
         assert!(total.is_final);
         assert_eq!(total.answer, Some(census_math::synthetic::expected_answer(250, 3)));
+        cluster.stop().await;
+    }
+
+    /// A flood of stale reports through the real coordinator: its sender
+    /// is refused unread, then quarantined, and the honest workers still
+    /// end the run with its exact answer (the flooder's own results,
+    /// reopened by its quarantine, done again). Nothing about time or
+    /// memory is asserted: that is the benchmark's (BENCHMARKS.md).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stale_flood_ends_with_its_sender_quarantined_and_the_exact_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = census_store::DatabaseLocation::Sqlite(dir.path().join("flood.db"));
+        // A small budget of reports of leases not held, so that small calls exceed it.
+        let config = census_store::StoreConfig { max_leases_per_worker: 50, ..census_store::StoreConfig::default() };
+        let store = census_store::open(&location, config, None).await.unwrap();
+        let cluster =
+            LocalCluster::start(store, CoordinatorConfig::default(), Identities::named("sim", 3)).await.unwrap();
+        let census: Census = "synthetic jobs=400 salt=5".parse().unwrap();
+        let run = cluster.coordinator().create_run(census, 1).await.unwrap();
+        let (honest, flooder) = cluster.workers().split_at(2);
+        let flood = Flood {
+            flooder: flooder[0].clone(),
+            calls: 12,
+            results_per_call: 100,
+            concurrency: 1,
+            deadline: Duration::from_secs(600),
+            begins_after: Duration::ZERO,
+            settle: Duration::ZERO,
+        };
+        let load = Load {
+            address: cluster.address().to_string(),
+            run_id: run.run_id,
+            workers: honest.to_vec(),
+            connections: 2,
+            batch: Batch::Fixed(5),
+            count_ms: 0,
+            heartbeats: Heartbeats::Worker,
+            census,
+            flood: Some(flood),
+        };
+        let driven = drive(load, |_| {}).await.unwrap();
+        let calls = driven.flood.expect("a flood was asked for").calls;
+        let (refused, quarantined) = (calls.first_refused.unwrap(), calls.first_quarantined.unwrap());
+        assert!(refused < quarantined, "{calls:?}");
+        assert_eq!(calls.answered + calls.refused + calls.quarantined, 12, "{calls:?}");
+        assert_eq!(calls.recorded, 0, "stale reports are never recorded: {calls:?}");
+        assert_eq!(driven.calls.refused, 0, "the honest workers are never refused: {:?}", driven.calls);
+        let total = cluster.coordinator().store().total(run.run_id).await.unwrap();
+        assert!(total.is_final);
+        assert_eq!(total.answer, Some(census_math::synthetic::expected_answer(400, 5)));
         cluster.stop().await;
     }
 

@@ -154,6 +154,36 @@ fn twenty_simulated_workers_do_every_job_once_on_postgres() {
     assert_ne!(summary["census"], again["census"]);
 }
 
+/// A flood of stale reports (issue 44): its sender, a third identity, is
+/// refused unread and then quarantined, and the run still ends with its
+/// exact answer. How fast the workers went and how much memory the process
+/// held are the benchmark's (BENCHMARKS.md), never asserted here.
+#[test]
+fn a_stale_flood_ends_with_its_sender_quarantined_and_the_exact_answer() {
+    let summary = simulate(&[
+        "--workers",
+        "2",
+        "--jobs",
+        "2000",
+        "--stale-flood",
+        "12",
+        "--flood-concurrency",
+        "1",
+        "--flood-after",
+        "2",
+    ]);
+    check_summary(&summary, 2, 2000);
+    let flood = &summary["flood"];
+    let whole = |name: &str| flood[name].as_u64().unwrap_or_else(|| panic!("flood.{name} is missing: {summary}"));
+    assert_eq!((whole("calls"), whole("results_per_call"), whole("concurrency")), (12, 10_000, 1), "{summary}");
+    assert_eq!(whole("results_recorded"), 0, "{summary}");
+    assert!(whole("first_refused_call") < whole("first_quarantined_call"), "{summary}");
+    assert_eq!(whole("answered") + whole("refused") + whole("quarantined"), 12, "{summary}");
+    for figure in ["honest_per_second_before", "honest_per_second_during", "rss_mib_began", "rss_mib_peak"] {
+        assert!(flood[figure].as_f64().is_some_and(|x| x >= 0.0), "flood.{figure}: {summary}");
+    }
+}
+
 #[test]
 fn bad_simulations_are_refused_by_name() {
     for (args, says) in [
@@ -164,6 +194,9 @@ fn bad_simulations_are_refused_by_name() {
         (vec!["--workers", "2", "--jobs", "10", "--lease-ttl", "0"], "--lease-ttl"),
         (vec!["--workers", "2", "--jobs", "10", "--max-calls-in-flight", "0"], "--max-calls-in-flight"),
         (vec!["--workers", "2", "--jobs", "10", "--heartbeats", "never"], "--heartbeats"),
+        (vec!["--workers", "2", "--jobs", "10", "--stale-flood", "1", "--flood-tokens", "10001"], "--flood-tokens"),
+        // The flood's settings without a flood.
+        (vec!["--workers", "2", "--jobs", "10", "--flood-deadline-ms", "500"], "--stale-flood"),
         // An SQLite file has one connection.
         (vec!["--workers", "2", "--jobs", "10", "--database-connections", "4"], "--database-connections"),
     ] {

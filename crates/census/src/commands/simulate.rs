@@ -11,8 +11,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use census_coordinator::{AdmissionLimits, CoordinatorConfig};
+use census_local::simulate::flood::{Flood, FloodReport};
 use census_local::simulate::measure::{CpuSample, Memory, Runtimes, round3};
-use census_local::simulate::{Batch, Call, Calls, Heartbeats, Load, LoadProgress};
+use census_local::simulate::{Batch, Call, Calls, Driven, Heartbeats, Load, LoadProgress};
 use census_local::{Identities, LocalCluster};
 use census_math::census::{Census, Synthetic};
 use census_proto::v1::{GetProgressRequest, GetResultRequest, Progress, RunResult};
@@ -61,6 +62,29 @@ pub struct Args {
     /// as separate machines would have; fewer needs fewer file descriptors).
     #[arg(long, value_parser = parse_workers)]
     connections: Option<usize>,
+    /// Floods the coordinator with stale reports during the run, as issue
+    /// 44's attacker: one more identity leases and reports a job or two
+    /// before the workers start, then, --flood-after seconds into the run,
+    /// sends this many CompleteJobs calls (1 to 100,000), each of
+    /// --flood-tokens results under its own stale lease tokens,
+    /// --flood-concurrency at a time. The summary adds the workers' results
+    /// a second before, during and after the flood, the process's memory at
+    /// its start, its peak and 10 s after it, and what became of the flooder.
+    #[arg(long, value_name = "CALLS", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    stale_flood: Option<u32>,
+    /// Results in each call of the flood, 1 to 10,000.
+    #[arg(long, default_value_t = 10_000, requires = "stale_flood", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    flood_tokens: u32,
+    /// The client deadline of each call of the flood, in ms (1 to 3,600,000).
+    #[arg(long, default_value_t = 30_000, requires = "stale_flood", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    flood_deadline_ms: u64,
+    /// Calls of the flood in flight at once, 1 to 10,000.
+    #[arg(long, default_value_t = 32, requires = "stale_flood", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    flood_concurrency: u32,
+    /// Seconds from the workers' start to the flood, 2 to 3,600 (the rate
+    /// before it is measured over the last half of them, at most 5 s).
+    #[arg(long, default_value_t = 10, requires = "stale_flood", value_parser = clap::value_parser!(u64).range(2..=3600))]
+    flood_after: u64,
     /// Print only the summary, as one JSON object.
     #[arg(long)]
     json: bool,
@@ -123,7 +147,11 @@ struct Measured {
     workers_cpu_seconds: f64,
     memory: Memory,
     admitted: census_coordinator::AdmissionCounts,
+    flood: Option<FloodReport>,
 }
+
+/// How long after a flood's last answer the process's memory is read again.
+const FLOOD_SETTLE: Duration = Duration::from_secs(10);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format, "warn");
@@ -199,7 +227,8 @@ fn simulate(
     };
     let (cluster, run) = runtimes.coordinator.block_on(async {
         let store = super::open_store(database, StoreConfig::default(), pool).await?;
-        let cluster = LocalCluster::start(store, config, Identities::named("sim", args.workers)).await?;
+        let flooders = usize::from(args.stale_flood.is_some());
+        let cluster = LocalCluster::start(store, config, Identities::named("sim", args.workers + flooders)).await?;
         let run = cluster.coordinator().create_run(census, 1).await?;
         anyhow::Ok((cluster, run))
     })?;
@@ -213,15 +242,25 @@ fn simulate(
             cluster.address()
         );
     }
+    let (honest, flooder) = cluster.workers().split_at(args.workers);
     let load = Load {
         address: cluster.address().to_string(),
         run_id: run.run_id,
-        workers: cluster.workers().to_vec(),
+        workers: honest.to_vec(),
         connections,
         batch: args.batch,
         count_ms: args.count_ms,
         heartbeats: args.heartbeats.into(),
         census,
+        flood: args.stale_flood.map(|calls| Flood {
+            flooder: flooder[0].clone(),
+            calls,
+            results_per_call: args.flood_tokens as usize,
+            concurrency: args.flood_concurrency as usize,
+            deadline: Duration::from_millis(args.flood_deadline_ms),
+            begins_after: Duration::from_secs(args.flood_after),
+            settle: FLOOD_SETTLE,
+        }),
     };
     let show = !args.json;
     let before = CpuSample::now();
@@ -245,7 +284,7 @@ fn simulate(
         read
     });
     drop(runtimes);
-    let ((calls, seconds), (progress, result)) = (driven?, read?);
+    let (Driven { calls, seconds, flood }, (progress, result)) = (driven?, read?);
     Ok(Measured {
         run,
         create_seconds,
@@ -257,6 +296,7 @@ fn simulate(
         workers_cpu_seconds: after.workers_since(&before),
         memory,
         admitted,
+        flood,
     })
 }
 
@@ -322,7 +362,101 @@ fn summary_json(args: &Args, measured: &Measured, answer_checked: bool) -> serde
         "process_rss_mib": round3(measured.memory.rss_kib as f64 / 1024.0),
         "process_peak_rss_mib": round3(measured.memory.peak_kib as f64 / 1024.0),
         "cores": cores(),
+        "flood": measured.flood.as_ref().map(|flood| flood_json(args, flood, measured.seconds)),
     })
+}
+
+/// What a flood measured (`--stale-flood`), for workers that ended `workers_ended` s after their start.
+fn flood_json(args: &Args, flood: &FloodReport, workers_ended: f64) -> serde_json::Value {
+    let phases = flood.phases(workers_ended);
+    let calls = &flood.calls;
+    let mib = |kib: u64| round3(kib as f64 / 1024.0);
+    let before = phases.before_per_second.max(1e-9);
+    serde_json::json!({
+        "calls": args.stale_flood,
+        "results_per_call": args.flood_tokens,
+        "concurrency": args.flood_concurrency,
+        "deadline_ms": args.flood_deadline_ms,
+        "began_seconds": round3(flood.began),
+        "ended_seconds": round3(flood.ended),
+        "settled_seconds": round3(flood.settled),
+        "workers_ended_seconds": round3(workers_ended),
+        "answered": calls.answered,
+        "results_already_done": calls.already_done,
+        "results_lease_lost": calls.lease_lost,
+        "results_recorded": calls.recorded,
+        "results_other": calls.other_outcomes,
+        "refused": calls.refused,
+        "quarantined": calls.quarantined,
+        "refused_busy": calls.busy,
+        "deadline_exceeded": calls.deadline_exceeded,
+        "failed": calls.failed,
+        "last_failure": calls.last_failure,
+        "first_refused_call": calls.first_refused,
+        "first_quarantined_call": calls.first_quarantined,
+        "honest_per_second_before": round3(phases.before_per_second),
+        "honest_per_second_during": round3(phases.during_per_second),
+        "honest_per_second_after": phases.after_per_second.map(round3),
+        "during_over_before": round3(phases.during_per_second / before),
+        "rss_mib_began": mib(phases.rss_began_kib),
+        "rss_mib_peak": mib(phases.rss_peak_kib),
+        "rss_mib_settled": mib(phases.rss_settled_kib),
+        "settled_over_began": round3(phases.rss_settled_kib as f64 / phases.rss_began_kib.max(1) as f64),
+        "rss_mib_trimmed": flood.rss_trimmed_kib.map(mib),
+        "coordinator_cpu_seconds_during": flood.coordinator_cpu_during,
+        "simulated_cpu_seconds_during": flood.simulated_cpu_during,
+    })
+}
+
+/// The flood's lines of the summary (`--stale-flood`).
+fn print_flood(flood: &serde_json::Value) {
+    let call = |name: &str| flood[name].as_u64().map_or("none".to_string(), |n| format!("call {n}"));
+    println!(
+        "flood: {} calls of {} stale results from {:.1} s to {:.1} s: {} answered ({} results already done, {} \
+         leases lost, {} recorded), {} refused unread (first at {}), {} refused quarantined (first at {}), {} busy, \
+         {} past their deadline, {} failed",
+        flood["calls"],
+        flood["results_per_call"],
+        flood["began_seconds"].as_f64().unwrap_or(0.0),
+        flood["ended_seconds"].as_f64().unwrap_or(0.0),
+        flood["answered"],
+        flood["results_already_done"],
+        flood["results_lease_lost"],
+        flood["results_recorded"],
+        flood["refused"],
+        call("first_refused_call"),
+        flood["quarantined"],
+        call("first_quarantined_call"),
+        flood["refused_busy"],
+        flood["deadline_exceeded"],
+        flood["failed"]
+    );
+    let after = match flood["honest_per_second_after"].as_f64() {
+        Some(rate) => format!("{rate} after"),
+        None => "none after (the workers were done before the flood ended)".to_string(),
+    };
+    println!(
+        "flood: the workers' results/s {} before, {} during ({} of before), {after}; CPU during it: coordinator {} s, \
+         simulated workers and flooder {} s",
+        flood["honest_per_second_before"],
+        flood["honest_per_second_during"],
+        flood["during_over_before"],
+        flood["coordinator_cpu_seconds_during"],
+        flood["simulated_cpu_seconds_during"]
+    );
+    let trimmed = match flood["rss_mib_trimmed"].as_f64() {
+        Some(mib) => format!("; {mib} MiB once the allocator returned what it held free"),
+        None => String::new(),
+    };
+    println!(
+        "flood: process memory {} MiB at its start, peak {} MiB, {} MiB {} s after it ({} of the start; workers and \
+         flooder included){trimmed}",
+        flood["rss_mib_began"],
+        flood["rss_mib_peak"],
+        flood["rss_mib_settled"],
+        FLOOD_SETTLE.as_secs(),
+        flood["settled_over_began"]
+    );
 }
 
 /// The summary as lines for a person.
@@ -364,6 +498,9 @@ fn print_summary(
         summary["process_rss_mib"],
         summary["process_peak_rss_mib"]
     );
+    if !summary["flood"].is_null() {
+        print_flood(&summary["flood"]);
+    }
     println!(
         "answer {} (the exact sum of made-up counts: {})",
         measured.result.answer,
