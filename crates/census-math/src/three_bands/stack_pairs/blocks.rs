@@ -11,9 +11,12 @@
 //! loads. Read column by column, the sum over c2 is a dot product of two
 //! vectors of 346 values, the columns y_m(c3) and y_l(c3) of the 346 rows:
 //! the rows of a few c2 at a time are copied once into a [`Block`] per
-//! split (`transpose`, or `gather` when the group meets few splits; shared
-//! by the members), and each member's terms are then products of contiguous
-//! blocks (`term_sums`), which the processor does eight at a time.
+//! split (`transpose_to`, or `gather` when the group meets few splits;
+//! shared by the members), and each member's terms are then products of
+//! contiguous blocks (`term_sums`), which the processor does eight at a
+//! time. A block is written where its split's position in the group is,
+//! whatever the renaming, so the terms are made once a group, in tiles of
+//! the positions that keep the blocks they read in the second-level cache.
 
 use super::values::CAPACITY;
 
@@ -54,8 +57,21 @@ pub(super) fn gather(rows: &[&[u16]; WIDTH], values: &[u32; CAPACITY], order: &[
 }
 
 /// `blocks[y]` = the values at y of the rows (numbers of `values`), for
-/// every y below the rows' length: the rows transposed. For most splits.
+/// every y below the rows' length: the rows transposed.
+#[cfg(test)]
 pub(super) fn transpose(rows: &[&[u16]; WIDTH], values: &[u32; CAPACITY], blocks: &mut Blocks) {
+    transpose_to(rows, values, |y| y, blocks);
+}
+
+/// The rows transposed, the block of y written at `place(y)`: the block
+/// of a renamed split where its position is, so that the terms need not
+/// follow the renaming. For most splits.
+pub(super) fn transpose_to(
+    rows: &[&[u16]; WIDTH],
+    values: &[u32; CAPACITY],
+    place: impl Fn(usize) -> usize,
+    blocks: &mut Blocks,
+) {
     let k = rows[0].len();
     let rows: [&[u16]; WIDTH] = std::array::from_fn(|i| &rows[i][..k]);
     let mut done = 0;
@@ -63,22 +79,27 @@ pub(super) fn transpose(rows: &[&[u16]; WIDTH], values: &[u32; CAPACITY], blocks
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor has AVX2 (just checked), all the
         // function asks of its caller.
-        done = unsafe { transpose_avx2(&rows, values, blocks) };
+        done = unsafe { transpose_avx2(&rows, values, &place, blocks) };
     }
     for y in done..k {
-        blocks[y] = Block(std::array::from_fn(|i| values[usize::from(rows[i][y])]));
+        blocks[place(y)] = Block(std::array::from_fn(|i| values[usize::from(rows[i][y])]));
     }
 }
 
-/// [`transpose`] of the first multiple of 8 splits with AVX2: for each 8
+/// [`transpose_to`] of the first multiple of 8 splits with AVX2: for each 8
 /// splits, each row's 8 numbers are read at once and their values gathered
 /// from `values`, then the two 8 x 8 squares are transposed. Returns how
 /// many splits it did.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn transpose_avx2(rows: &[&[u16]; WIDTH], values: &[u32; CAPACITY], blocks: &mut Blocks) -> usize {
+fn transpose_avx2(
+    rows: &[&[u16]; WIDTH],
+    values: &[u32; CAPACITY],
+    place: &impl Fn(usize) -> usize,
+    blocks: &mut Blocks,
+) -> usize {
     use std::arch::x86_64::{__m128i, __m256i, _mm_loadu_si128, _mm256_cvtepu16_epi32, _mm256_i32gather_epi32};
-    let k = rows.iter().map(|row| row.len()).min().unwrap_or(0).min(blocks.len());
+    let k = rows.iter().map(|row| row.len()).min().unwrap_or(0);
     let done = k - k % 8;
     for y in (0..done).step_by(8) {
         let columns: [__m256i; WIDTH] = std::array::from_fn(|i| {
@@ -93,7 +114,7 @@ fn transpose_avx2(rows: &[&[u16]; WIDTH], values: &[u32; CAPACITY], blocks: &mut
         for j in 0..8 {
             let vectors: [__m256i; WIDTH / 8] = std::array::from_fn(|s| squares[s][j]);
             // SAFETY: WIDTH / 8 vectors of eight u32 are WIDTH u32.
-            blocks[y + j].0 = unsafe { std::mem::transmute::<[__m256i; WIDTH / 8], [u32; WIDTH]>(vectors) };
+            blocks[place(y + j)].0 = unsafe { std::mem::transmute::<[__m256i; WIDTH / 8], [u32; WIDTH]>(vectors) };
         }
     }
     done
@@ -159,47 +180,103 @@ pub(super) fn sums() -> Box<Sums> {
 /// first two stacks, member by member: each member's pairs of a middle
 /// position and a bottom position. Made once a group: positions do not
 /// change with the renaming.
+///
+/// A position p is kept as 4 p, its block's offset in 64-bit words, in two
+/// lists of 16-bit numbers, so that the kernel reads a term as two loads
+/// of an offset and two loads of a block, scaled by the processor's
+/// addressing (fewer instructions a term: the kernel is bound by how many
+/// the processor issues as much as by the cache).
 pub(super) struct Terms {
-    /// Where each member's terms start in `terms`, and the end.
+    /// Where each segment (a run of one member's terms) starts in
+    /// `middle` and `bottom`, and the end.
     starts: Vec<u32>,
-    /// A middle position in the low 16 bits, a bottom position in the high.
-    terms: Vec<u32>,
+    /// Each segment's member.
+    members: Vec<u16>,
+    /// Each term's middle block, as 4 x its position.
+    middle: Vec<u16>,
+    /// Each term's bottom block, as 4 x its position.
+    bottom: Vec<u16>,
+}
+
+/// The highest position a term can name: 4 x a position is 16 bits.
+const POSITIONS: usize = 1 << 14;
+
+/// A position's block offset in 64-bit words (see [`Terms`]).
+fn offset(position: u16) -> u16 {
+    assert!(usize::from(position) < POSITIONS, "a block position past 2^14");
+    position << 2
 }
 
 impl Terms {
     /// The terms of `pairs`: each member's (middle position, bottom
-    /// position) pairs. Panics past 2^16 members.
+    /// position) pairs, member by member. Panics past 2^16 members or 2^14
+    /// positions.
+    #[cfg(test)]
     pub(super) fn new(pairs: &[Vec<(u16, u16)>]) -> Terms {
+        Terms::tiled(pairs, 1 << 14, 1 << 14)
+    }
+
+    /// [`Terms::new`] in tiles: first the terms whose middle position is
+    /// below `tile_m` and bottom position below `tile_l` (member by member),
+    /// then the next tile, so that the blocks a tile reads stay in the
+    /// second-level cache while it is summed.
+    pub(super) fn tiled(pairs: &[Vec<(u16, u16)>], tile_m: usize, tile_l: usize) -> Terms {
         assert!(pairs.len() <= 1 << 16, "more than 2^16 members");
-        let mut starts = vec![0u32];
-        let mut terms = Vec::with_capacity(pairs.iter().map(Vec::len).sum());
-        for member_pairs in pairs {
-            terms.extend(member_pairs.iter().map(|&(m, l)| u32::from(m) | u32::from(l) << 16));
-            starts.push(terms.len() as u32);
+        let (tile_m, tile_l) = (tile_m.max(1), tile_l.max(1));
+        let tiles = |tile: usize| POSITIONS.div_ceil(tile);
+        let tile_of = |(m, l): (u16, u16)| (usize::from(m) / tile_m, usize::from(l) / tile_l);
+        let mut used: Vec<(usize, usize)> = pairs.iter().flatten().map(|&pair| tile_of(pair)).collect();
+        used.sort_unstable();
+        used.dedup();
+        debug_assert!(used.iter().all(|&(a, b)| a < tiles(tile_m) && b < tiles(tile_l)));
+        let len = pairs.iter().map(Vec::len).sum();
+        let mut terms = Terms {
+            starts: vec![0],
+            members: Vec::new(),
+            middle: Vec::with_capacity(len),
+            bottom: Vec::with_capacity(len),
+        };
+        for tile in used {
+            for (member, member_pairs) in pairs.iter().enumerate() {
+                let before = terms.middle.len();
+                for &(m, l) in member_pairs.iter().filter(|&&pair| tile_of(pair) == tile) {
+                    terms.middle.push(offset(m));
+                    terms.bottom.push(offset(l));
+                }
+                if terms.middle.len() > before {
+                    terms.starts.push(terms.middle.len() as u32);
+                    terms.members.push(member as u16);
+                }
+            }
         }
-        Terms { starts, terms }
+        terms
     }
 
     /// Terms with no members.
+    #[cfg(test)]
     pub(super) fn empty() -> Terms {
-        Terms { starts: vec![0], terms: Vec::new() }
+        Terms { starts: vec![0], members: Vec::new(), middle: Vec::new(), bottom: Vec::new() }
     }
 
     /// These terms with each middle position p moved to `at_m[p]` and each
     /// bottom position to `at_l[p]`, into `out`: the terms of blocks that
-    /// are where the maps say.
+    /// are where the maps say. Panics if a map sends a position past 2^14.
+    #[cfg(test)]
     pub(super) fn moved(&self, at_m: &At, at_l: &At, out: &mut Terms) {
         out.starts.clone_from(&self.starts);
-        out.terms.resize(self.terms.len(), 0);
-        for (slot, &term) in out.terms.iter_mut().zip(&self.terms) {
-            *slot = u32::from(at_m[usize::from(term as u16)]) | u32::from(at_l[usize::from((term >> 16) as u16)]) << 16;
-        }
+        out.members.clone_from(&self.members);
+        let moved = |offsets: &[u16], at: &At, out: &mut Vec<u16>| {
+            out.clear();
+            out.extend(offsets.iter().map(|&o| offset(at[usize::from(o >> 2)])));
+        };
+        moved(&self.middle, at_m, &mut out.middle);
+        moved(&self.bottom, at_l, &mut out.bottom);
     }
 }
 
 /// Adds to each member's lanes in `sums` the products of `middle[p_m]`
 /// and `bottom[p_l]`, lane by lane, over its `terms`. A member's sums stay
-/// in registers over its terms: two loads a term, no store.
+/// in registers over each run of its terms: two loads a term, no store.
 ///
 /// The table's values are below 2^23 ([`super::StackPairTable`]), so a
 /// product is below 2^46, and a lane of a member's sums over one choice of
@@ -217,9 +294,11 @@ pub(super) fn term_sums(middle: &Blocks, bottom: &Blocks, terms: &Terms, sums: &
 }
 
 /// Where each 16-bit position's block is.
+#[cfg(test)]
 pub(super) type At = [u16; 1 << 16];
 
 /// Each position's block at the position itself.
+#[cfg(test)]
 pub(super) fn at() -> Box<At> {
     (0..=u16::MAX).collect::<Vec<u16>>().into_boxed_slice().try_into().expect("2^16 positions")
 }
@@ -230,24 +309,34 @@ pub(super) fn at() -> Box<At> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn term_sums_avx2(middle: &Blocks, bottom: &Blocks, terms: &Terms, sums: &mut Sums) {
-    use std::arch::x86_64::{__m256i, _mm256_add_epi64, _mm256_mul_epu32, _mm256_setzero_si256, _mm256_srli_epi64};
+    use std::arch::x86_64::{
+        __m256i, _mm256_add_epi64, _mm256_loadu_si256, _mm256_mul_epu32, _mm256_setzero_si256, _mm256_srli_epi64,
+    };
     const VECTORS: usize = WIDTH / 8;
-    // SAFETY (all three): plain integers to vectors of the same size and back.
-    let block = |block: &Block| unsafe { std::mem::transmute::<[u32; WIDTH], [__m256i; VECTORS]>(block.0) };
+    // A block is one vector: read at once below.
+    const _: () = assert!(VECTORS == 1);
+    // SAFETY (both): plain integers to vectors of the same size and back.
     let lanes = |lanes: &Lanes| unsafe { std::mem::transmute::<[u64; WIDTH], [__m256i; 2 * VECTORS]>(lanes.0) };
     let back = |vectors: [__m256i; 2 * VECTORS]| unsafe { std::mem::transmute::<_, [u64; WIDTH]>(vectors) };
-    for (member, range) in terms.starts.windows(2).enumerate() {
+    // A term's offsets are 16 bits: 4 x 2^16 words at most, within the
+    // 2^16 blocks of 4 words, so every load below is in bounds.
+    let (middle, bottom) = (middle.as_ptr().cast::<u64>(), bottom.as_ptr().cast::<u64>());
+    for (&member, range) in terms.members.iter().zip(terms.starts.windows(2)) {
+        let range = range[0] as usize..range[1] as usize;
         let mut s = [_mm256_setzero_si256(); 2 * VECTORS];
-        for &term in &terms.terms[range[0] as usize..range[1] as usize] {
-            let a = block(&middle[usize::from(term as u16)]);
-            let b = block(&bottom[usize::from((term >> 16) as u16)]);
-            for v in 0..VECTORS {
-                s[2 * v] = _mm256_add_epi64(s[2 * v], _mm256_mul_epu32(a[v], b[v]));
-                let odd = _mm256_mul_epu32(_mm256_srli_epi64(a[v], 32), _mm256_srli_epi64(b[v], 32));
-                s[2 * v + 1] = _mm256_add_epi64(s[2 * v + 1], odd);
-            }
+        for (&m, &l) in terms.middle[range.clone()].iter().zip(&terms.bottom[range]) {
+            // SAFETY: in bounds (above); unaligned loads of whole blocks.
+            let (a, b) = unsafe {
+                (
+                    _mm256_loadu_si256(middle.add(usize::from(m)).cast::<__m256i>()),
+                    _mm256_loadu_si256(bottom.add(usize::from(l)).cast::<__m256i>()),
+                )
+            };
+            s[0] = _mm256_add_epi64(s[0], _mm256_mul_epu32(a, b));
+            let odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32));
+            s[1] = _mm256_add_epi64(s[1], odd);
         }
-        let total = &mut sums[usize::from(member as u16)];
+        let total = &mut sums[usize::from(member)];
         let mut t = lanes(total);
         for (t, s) in t.iter_mut().zip(s) {
             *t = _mm256_add_epi64(*t, s);
@@ -257,11 +346,12 @@ fn term_sums_avx2(middle: &Blocks, bottom: &Blocks, terms: &Terms, sums: &mut Su
 }
 
 fn term_sums_plain(middle: &Blocks, bottom: &Blocks, terms: &Terms, sums: &mut Sums) {
-    for (member, range) in terms.starts.windows(2).enumerate() {
-        let total = &mut sums[usize::from(member as u16)].0;
-        for &term in &terms.terms[range[0] as usize..range[1] as usize] {
-            let a = &middle[usize::from(term as u16)].0;
-            let b = &bottom[usize::from((term >> 16) as u16)].0;
+    for (&member, range) in terms.members.iter().zip(terms.starts.windows(2)) {
+        let total = &mut sums[usize::from(member)].0;
+        let range = range[0] as usize..range[1] as usize;
+        for (&m, &l) in terms.middle[range.clone()].iter().zip(&terms.bottom[range]) {
+            let a = &middle[usize::from(m >> 2)].0;
+            let b = &bottom[usize::from(l >> 2)].0;
             for i in 0..WIDTH {
                 total[i] += u64::from(a[i]) * u64::from(b[i]);
             }

@@ -218,7 +218,10 @@ impl StackPairTable {
             .iter()
             .map(|choices| choices.iter().map(|&(m, l, _)| (at_m[usize::from(m)], at_l[usize::from(l)])).collect())
             .collect();
-        let (terms, mut moved) = (blocks::Terms::new(&pairs), blocks::Terms::empty());
+        // Blocks are read by position whatever the renaming ([`Side`]), so
+        // the terms are made once, in tiles of the positions.
+        let tile = |met: &[u16]| met.len().div_ceil(TILES);
+        let terms = blocks::Terms::tiled(&pairs, tile(&group.met_m), tile(&group.met_l));
         let mut sums = blocks::sums();
         let third = &group.shared[2];
         let mut known = Known::new();
@@ -232,7 +235,6 @@ impl StackPairTable {
             let (rename_m, rename_l) = (self.splits.renamer(&first.perm_m), self.splits.renamer(&first.perm_l));
             middle.rename(&group.met_m, &rename_m, &mut by_split);
             bottom.rename(&group.met_l, &rename_l, &mut by_split);
-            terms.moved(&middle.at, &bottom.at, &mut moved);
             let x_m: Vec<u16> = third.iter().map(|&(m, _, _)| rename_m.apply(m)).collect();
             let x_l: Vec<u16> = third.iter().map(|&(_, l, _)| rename_l.apply(l)).collect();
             for (x_m, x_l) in x_m.chunks(WIDTH).zip(x_l.chunks(WIDTH)) {
@@ -244,7 +246,7 @@ impl StackPairTable {
                 self.values.update(&mut known);
                 middle.read(&rows_m, known.values());
                 bottom.read(&rows_l, known.values());
-                blocks::term_sums(&middle.blocks, &bottom.blocks, &moved, &mut sums);
+                blocks::term_sums(&middle.blocks, &bottom.blocks, &terms, &mut sums);
             }
             for (total, member) in totals.iter_mut().zip(sums.iter_mut()) {
                 *total += member.0.iter().map(|&lane| u128::from(lane)).sum::<u128>();
@@ -255,17 +257,26 @@ impl StackPairTable {
     }
 }
 
+/// Where the blocks of the splits no member meets are written: past every
+/// position a term reads (positions are below 2^14, [`blocks::Terms`]).
+const UNMET: u16 = u16::MAX;
+
+/// The slices of the positions of each band that the terms are tiled by
+/// ([`blocks::Terms::tiled`]): a tile's blocks, half of each band's, fit in
+/// the second-level cache with the terms streaming past.
+const TILES: usize = 2;
+
 /// The blocks of one band (middle or bottom) in [`StackPairTable::sum_by_blocks`].
 ///
-/// When the group meets most of the last stack's splits, the rows are
-/// transposed whole into blocks by split, and a position's block is where
-/// its renamed split is; when it meets few, only their values are gathered,
-/// into blocks by position.
+/// A position's block is at the position: when the group meets most of the
+/// last stack's splits, the rows are transposed whole, each renamed split's
+/// block written at its position (the others' at [`UNMET`]); when it meets
+/// few, only their values are gathered.
 struct Side {
     /// Whether the rows are transposed whole.
     whole: bool,
-    /// Each position's block.
-    at: Box<blocks::At>,
+    /// Each renamed split's position, or [`UNMET`], when transposed whole.
+    place: Vec<u16>,
     /// The met splits' renamed splits with their positions, ascending in
     /// the renamed split (so rows are read front to back), when gathered.
     order: Vec<(u16, u16)>,
@@ -276,15 +287,16 @@ impl Side {
     fn new(k: usize, met: &[u16]) -> Side {
         // Positions are 16 bits.
         assert!(met.len() <= 1 << 16, "more than 2^16 splits met");
-        Side { whole: 4 * met.len() >= k, at: blocks::at(), order: Vec::new(), blocks: blocks::blocks() }
+        Side { whole: 4 * met.len() >= k, place: vec![UNMET; k], order: Vec::new(), blocks: blocks::blocks() }
     }
 
     /// Follows a choice's renaming: where each position's block is, or
     /// the order in which to gather them. `by_split` is all 0, and left so.
     fn rename(&mut self, met: &[u16], rename: &Renamer<'_>, by_split: &mut [u16]) {
         if self.whole {
+            self.place.fill(UNMET);
             for (p, &y) in met.iter().enumerate() {
-                self.at[p] = rename.apply(y);
+                self.place[usize::from(rename.apply(y))] = p as u16;
             }
             return;
         }
@@ -303,7 +315,8 @@ impl Side {
     /// The blocks of these rows.
     fn read(&mut self, rows: &[&[u16]; WIDTH], values: &[u32; CAPACITY]) {
         if self.whole {
-            blocks::transpose(rows, values, &mut self.blocks);
+            let place = &self.place;
+            blocks::transpose_to(rows, values, |y| usize::from(place[y]), &mut self.blocks);
         } else {
             blocks::gather(rows, values, &self.order, &mut self.blocks);
         }
