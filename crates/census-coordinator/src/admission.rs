@@ -35,6 +35,12 @@
 //! the count did, an hour for some keys) and waits in the queue to step
 //! back in, never refused: it was admitted once.
 //!
+//! **A whole request.** A call is admitted once its whole request has
+//! come (`server.rs`), never on its headers: a slot held while a body is
+//! on its way is held for as long as its caller likes, and the bodies of
+//! the calls queued behind it, unread, can fill its connection's window so
+//! that its own never comes (issue 44).
+//!
 //! **Not here.** Reads take turns of their own
 //! ([`crate::CoordinatorConfig::concurrent_reads`]), never these slots, so
 //! neither starves the other. An operator's calls (a person's, and rare)

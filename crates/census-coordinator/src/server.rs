@@ -159,11 +159,10 @@ struct Authorize<S> {
 
 type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
-impl<S, B, R> tower::Service<http::Request<B>> for Authorize<S>
+impl<S, R> tower::Service<http::Request<tonic::body::Body>> for Authorize<S>
 where
-    S: tower::Service<http::Request<B>, Response = http::Response<R>> + Clone + Send + 'static,
+    S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<R>> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    B: Send + 'static,
     R: Default,
 {
     type Response = S::Response;
@@ -174,7 +173,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
         // The clone that was made ready serves this call (tower's rule).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -190,7 +189,20 @@ where
             // The caller is its credential as presented, unchecked: its
             // calls wait their turn behind each other, not before others'.
             let caller = CallerKey::of(request.headers().get(http::header::AUTHORIZATION).map(|v| v.as_bytes()));
-            let admitted = match admission::Kind::of(request.uri().path(), need) {
+            let kind = admission::Kind::of(request.uri().path(), need);
+            if kind.is_some() {
+                // The whole request first, then a slot: a call admitted on
+                // its headers held its slot until its body came, and the
+                // bodies of the calls queued behind it, unread, filled the
+                // connection's window (hyper's 1 MiB, a report's size), so
+                // it never came: one caller's flood held every slot until
+                // its deadline (issue 44).
+                request = match with_body_read(request).await {
+                    Ok(request) => request,
+                    Err(refused) => return Ok(refused.into_http()),
+                };
+            }
+            let admitted = match kind {
                 Some(kind) => match coordinator.admission.admit(kind, caller).await {
                     Ok(admitted) => admitted,
                     Err(refused) => return Ok(refused.into_http()),
@@ -213,4 +225,33 @@ where
             response
         })
     }
+}
+
+/// The largest worker's request read before admission: tonic's limit on a
+/// decoded message (4 MiB, which the services keep) and its frame's
+/// 5-byte header. A larger one would be refused by the service anyway.
+const LARGEST_WORKER_REQUEST: usize = 4 * 1024 * 1024 + 5;
+
+/// `request` with its whole body read into memory, at most
+/// [`LARGEST_WORKER_REQUEST`] bytes: reading it releases its share of
+/// the connection's flow-control window, so the calls on the same
+/// connection that hold slots get their bodies. Worker calls are unary,
+/// one message a body. The cost: a call refused at admission has sent its
+/// body (a lease's is a few bytes; reports, the large ones, are the calls
+/// refused last), and a call not yet admitted holds its body in memory,
+/// at most this bound a stream and hyper's 200 streams a connection,
+/// where unread it held at most the connection's window.
+async fn with_body_read(
+    request: http::Request<tonic::body::Body>,
+) -> Result<http::Request<tonic::body::Body>, tonic::Status> {
+    use http_body_util::BodyExt;
+    let (parts, body) = request.into_parts();
+    let body = http_body_util::Limited::new(body, LARGEST_WORKER_REQUEST).collect().await.map_err(|error| {
+        if error.is::<http_body_util::LengthLimitError>() {
+            tonic::Status::out_of_range(format!("a worker's request is larger than {LARGEST_WORKER_REQUEST} bytes"))
+        } else {
+            tonic::Status::cancelled(format!("the request's body did not arrive: {error}"))
+        }
+    })?;
+    Ok(http::Request::from_parts(parts, tonic::body::Body::new(http_body_util::Full::new(body.to_bytes()))))
 }

@@ -499,3 +499,82 @@ async fn a_report_whose_caller_gave_up_drops_its_results_of_leases_not_held() {
     .expect("the held lease's result is recorded and the report ends");
     assert_eq!(store.written.load(Ordering::SeqCst), 1, "the held lease's result only");
 }
+
+/// A call holds a slot only once its whole request has come: a caller
+/// that opens more reports than there are slots on one connection and
+/// holds back their bodies (or whose bodies, queued, fill the
+/// connection's flow-control window, as a flood of 1 MB reports did)
+/// holds no slot, and another worker's call is served meanwhile. Admitted
+/// on their headers, the reports held every slot until their caller gave
+/// up, and the other worker's heartbeat waited behind them (issue 44).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_body_has_not_come_holds_no_slot() {
+    const CALLS: usize = 4;
+    const FLOOD: usize = CALLS + 2;
+    let inner = sqlite_store().await;
+    let store = Arc::new(Gated::new(inner.clone(), false));
+    store.open();
+    let admission = AdmissionLimits { calls: CALLS, waiting: 16 * CALLS };
+    let coordinator = Coordinator::new(store.clone(), CoordinatorConfig { admission, ..CoordinatorConfig::default() });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
+    let flooder = generate_token();
+    inner.create_token("flooder", Role::Worker, &hash_token(&flooder)).await.unwrap();
+    let honest = generate_token();
+    inner.create_token("honest", Role::Worker, &hash_token(&honest)).await.unwrap();
+
+    // The flooder's reports, on one connection: headers sent, bodies held back.
+    let (client, connection) =
+        h2::client::handshake(tokio::net::TcpStream::connect(address).await.unwrap()).await.unwrap();
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let mut reports = Vec::new();
+    for _ in 0..FLOOD {
+        let request = http::Request::post(format!("http://{address}/census.v1.WorkerService/CompleteJobs"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("authorization", format!("Bearer {flooder}"))
+            .body(())
+            .unwrap();
+        reports.push(client.send_request(request, false).unwrap());
+        client = client.ready().await.unwrap();
+    }
+    // Before the fix the reports took every slot here; with it they never
+    // reach admission, and this wait (no assertion) ends at its bound.
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while coordinator.admission().admitted < CALLS as u64 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+
+    // Another worker's heartbeat is served meanwhile.
+    let config = ClientConfig { url: format!("http://{address}"), token: Some(honest), ..ClientConfig::default() };
+    let mut worker = WorkerServiceClient::new(census_proto::client::connect_lazy(&config).unwrap());
+    let beat = worker.heartbeat(HeartbeatRequest { worker_id: String::new(), tokens: vec!["no-such-lease".into()] });
+    let lost = tokio::time::timeout(HANG, beat).await.expect("the heartbeat waited behind reports without bodies");
+    assert_eq!(lost.unwrap().into_inner().cancel_tokens, vec!["no-such-lease".to_string()]);
+    assert_eq!(coordinator.admission().admitted, 1, "no report was admitted without its body");
+
+    // The bodies come (an empty report, one gRPC frame), and every report is answered.
+    for (_, send) in &mut reports {
+        send.send_data(vec![0u8; 5].into(), true).unwrap();
+    }
+    for (response, _) in reports {
+        let response = tokio::time::timeout(HANG, response).await.expect("a report is answered").unwrap();
+        let status = match response.headers().get("grpc-status") {
+            Some(status) => status.clone(),
+            None => {
+                let mut body = response.into_body();
+                while let Some(data) = body.data().await {
+                    let data = data.unwrap();
+                    body.flow_control().release_capacity(data.len()).unwrap();
+                }
+                body.trailers().await.unwrap().expect("trailers").get("grpc-status").expect("a status").clone()
+            }
+        };
+        assert_eq!(status, "0", "an empty report is accepted");
+    }
+    assert_eq!(coordinator.admission().admitted, 1 + FLOOD as u64);
+}
