@@ -35,11 +35,17 @@
 //! the count did, an hour for some keys) and waits in the queue to step
 //! back in, never refused: it was admitted once.
 //!
-//! **A whole request.** A call is admitted once its whole request has
-//! come (`server.rs`), never on its headers: a slot held while a body is
-//! on its way is held for as long as its caller likes, and the bodies of
-//! the calls queued behind it, unread, can fill its connection's window so
-//! that its own never comes (issue 44).
+//! **Headers first, the body outside the slot.** A call is admitted on its
+//! headers, its credential is checked in its slot, and only then is its
+//! body read, outside the slot ([`Admitted::outside`]), the call stepping
+//! back in when the body has come (`server.rs`). So a caller that presents
+//! no credential, or a made-up one, is refused before a byte of its body is
+//! read; and a slot is never held while a body is on its way, which its
+//! caller could make last as long as it likes: admitted on their headers
+//! and held while their bodies came, one caller's calls held every slot,
+//! the bodies queued behind them, unread, filling their connection's window
+//! so that theirs never came (issue 44). Outside the slots, an identity has
+//! at most [`BODIES_AN_IDENTITY`] bodies on their way at once (`bodies.rs`).
 //!
 //! **Not here.** Reads take turns of their own
 //! ([`crate::CoordinatorConfig::concurrent_reads`]), never these slots, so
@@ -62,9 +68,9 @@
 //! database answer (BENCHMARKS.md, "Load"). So the coordinator also asks,
 //! in every lease's answer, how long the worker's next batch should take
 //! to count (`batch_millis`): a second while its slots are
-//! mostly free, longer as the calls admitted fill them (by Little's law,
-//! the calls a second times the mean time a call holds its slot, over the
-//! slots), up to a quarter of the lease TTL (so that a batch needs no
+//! mostly free, longer as the calls admitted fill them (the time the slots
+//! were held, over the slots and the time: the calls a second times the
+//! mean time a call holds its slot, by Little's law), up to a quarter of the lease TTL (so that a batch needs no
 //! heartbeat). A fleet that asks for batches twice as long makes half the
 //! calls for the same jobs, so the pace settles where about half the slots
 //! are busy, and the calls admitted are answered without queueing.
@@ -77,6 +83,7 @@
 //! (BENCHMARKS.md, "The coordinator's pace": a fleet offering fifty times
 //! what the store completed slowed to a third before this rule).
 
+mod bodies;
 mod slots;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -85,6 +92,7 @@ use std::time::{Duration, Instant};
 
 use tonic::Status;
 
+pub use self::bodies::BODIES_AN_IDENTITY;
 pub(crate) use self::slots::CallerKey;
 use self::slots::{Permits, Position, Slots};
 use crate::auth::Need;
@@ -155,6 +163,9 @@ pub struct AdmissionCounts {
     /// How long a worker's batch is asked to take now (the pace in the
     /// module's documentation).
     pub batch_pace: Duration,
+    /// Requests whose bodies are being read now, outside the slots: never
+    /// more than [`BODIES_AN_IDENTITY`] an identity.
+    pub reading: usize,
 }
 
 /// What a worker call is, for admission.
@@ -210,6 +221,10 @@ pub(crate) struct Admission {
     queue: [Duration; 2],
     pace: Mutex<Pace>,
     admitted: AtomicU64,
+    /// The time the slots were held, all together, in microseconds: with
+    /// calls that step out and back in, the mean time a slot is held times
+    /// the calls admitted is not it.
+    busy_micros: AtomicU64,
     refused: [AtomicU64; 2],
     most_in_flight: AtomicUsize,
     /// How long a worker's batch is asked to take, and what it was set from.
@@ -220,13 +235,15 @@ pub(crate) struct Admission {
     /// heartbeat), for the pace.
     jobs_leased: AtomicU64,
     jobs_heartbeated: AtomicU64,
+    /// The bodies being read outside the slots, by identity.
+    bodies: bodies::Bodies,
 }
 
 /// The pace asked of the fleet's batches, and the counts at its last change.
 struct FleetPace {
     batch: Duration,
     since: Instant,
-    admitted: u64,
+    busy_micros: u64,
     refused: u64,
     leased: u64,
     heartbeated: u64,
@@ -263,12 +280,13 @@ impl Admission {
             queue: [lease_ttl / 10, LEASE_QUEUE.min(lease_ttl / 10)],
             pace: Mutex::new(Pace { slot_seconds: 0.01, last_turn: [now, now] }),
             admitted: AtomicU64::new(0),
+            busy_micros: AtomicU64::new(0),
             refused: [AtomicU64::new(0), AtomicU64::new(0)],
             most_in_flight: AtomicUsize::new(0),
             fleet: Mutex::new(FleetPace {
                 batch: SHORTEST_BATCH,
                 since: now,
-                admitted: 0,
+                busy_micros: 0,
                 refused: 0,
                 leased: 0,
                 heartbeated: 0,
@@ -276,6 +294,7 @@ impl Admission {
             longest_batch: (lease_ttl / 4).max(SHORTEST_BATCH),
             jobs_leased: AtomicU64::new(0),
             jobs_heartbeated: AtomicU64::new(0),
+            bodies: bodies::Bodies::default(),
         })
     }
 
@@ -297,22 +316,21 @@ impl Admission {
     }
 
     fn batch_pace_at(&self, now: Instant) -> Duration {
-        let slot_seconds = self.pace.lock().expect("never poisoned").slot_seconds;
-        let admitted = self.admitted.load(Ordering::Relaxed);
+        let busy_micros = self.busy_micros.load(Ordering::Relaxed);
         let refused = self.refused.iter().map(|r| r.load(Ordering::Relaxed)).sum::<u64>();
         let leased = self.jobs_leased.load(Ordering::Relaxed);
         let heartbeated = self.jobs_heartbeated.load(Ordering::Relaxed);
         let mut fleet = self.fleet.lock().expect("never poisoned");
         let elapsed = now.saturating_duration_since(fleet.since);
         if elapsed >= PACE_WINDOW {
-            let busy = (admitted - fleet.admitted) as f64 * slot_seconds;
+            let busy = (busy_micros - fleet.busy_micros) as f64 / 1e6;
             let window = PaceWindow {
                 occupancy: busy / (self.limits.calls as f64 * elapsed.as_secs_f64()),
                 refused: refused > fleet.refused,
                 backlogged: (heartbeated - fleet.heartbeated) as f64 > BACKLOG * (leased - fleet.leased) as f64,
             };
             let batch = next_batch(fleet.batch, window, self.longest_batch);
-            *fleet = FleetPace { batch, since: now, admitted, refused, leased, heartbeated };
+            *fleet = FleetPace { batch, since: now, busy_micros, refused, leased, heartbeated };
             metrics::gauge!("census_batch_pace_seconds").set(fleet.batch.as_secs_f64());
         }
         fleet.batch
@@ -398,8 +416,27 @@ impl Admission {
         (next - now).max(SHORTEST_PUSHBACK)
     }
 
+    /// A place to read the body of `identity`'s call of `kind` outside its
+    /// slot, or the refusal (with the kind's hint) past the identity's
+    /// [`BODIES_AN_IDENTITY`].
+    pub(crate) fn body_place(&self, kind: Kind, identity: &str) -> Result<bodies::Reading, Status> {
+        self.bodies.place(identity).ok_or_else(|| {
+            self.refused[kind as usize].fetch_add(1, Ordering::Relaxed);
+            let wait = self.turn(kind, Instant::now());
+            census_proto::retry::refused(
+                &format!(
+                    "{identity:?} has {BODIES_AN_IDENTITY} requests on their way to the coordinator already; \
+                     try again in {} ms",
+                    wait.as_millis()
+                ),
+                wait,
+            )
+        })
+    }
+
     /// A call left its slot after `held`.
     fn left(&self, held: Duration) {
+        self.busy_micros.fetch_add(held.as_micros() as u64, Ordering::Relaxed);
         let mut pace = self.pace.lock().expect("never poisoned");
         pace.slot_seconds += (held.as_secs_f64() - pace.slot_seconds) * MEAN_WEIGHT;
     }
@@ -413,6 +450,7 @@ impl Admission {
             most_in_flight: self.most_in_flight.load(Ordering::Relaxed),
             waiting: self.slots.counts().1,
             batch_pace,
+            reading: self.bodies.now(),
         }
     }
 }
@@ -568,7 +606,8 @@ mod tests {
                 refused_leases: 1,
                 most_in_flight: 4,
                 waiting: 0,
-                batch_pace: SHORTEST_BATCH
+                batch_pace: SHORTEST_BATCH,
+                reading: 0,
             }
         );
         drop((held, admitted, lease));
@@ -693,8 +732,7 @@ mod tests {
         let start = admission.fleet.lock().unwrap().since;
         assert_eq!(admission.batch_pace_at(start), SHORTEST_BATCH, "at first: the worker's own second");
         // 2,000 calls of 20 ms in 2 s on 10 slots: busy twice over.
-        admission.pace.lock().unwrap().slot_seconds = 0.02;
-        admission.admitted.store(2_000, Ordering::Relaxed);
+        admission.busy_micros.store(2_000 * 20_000, Ordering::Relaxed);
         assert_eq!(admission.batch_pace_at(start + Duration::from_secs(1)), SHORTEST_BATCH, "within the window");
         assert_eq!(admission.batch_pace_at(start + PACE_WINDOW), 2 * SHORTEST_BATCH);
         // A call refused in the next window: longer again, up to a quarter of the TTL.

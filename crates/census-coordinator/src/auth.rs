@@ -155,6 +155,21 @@ fn bearer(metadata: &MetadataMap) -> Result<Option<&str>, Status> {
     parse_token(token.trim()).map(Some).map_err(|e| Status::unauthenticated(format!("malformed token: {e}")))
 }
 
+/// The token a request presents, checked for its form only, without the
+/// store: UNAUTHENTICATED for a call that needs a credential and has none,
+/// or a malformed one; `None` for a read that needs none
+/// ([`AuthConfig::public_read`]). What it costs to refuse a call that
+/// presents nothing, or nothing well formed: no slot, no store, no body.
+pub fn presented<'m>(config: &AuthConfig, metadata: &'m MetadataMap, need: Need) -> Result<Option<&'m str>, Status> {
+    match bearer(metadata)? {
+        Some(token) => Ok(Some(token)),
+        None if need == Need::Read && config.public_read => Ok(None),
+        None => Err(Status::unauthenticated(format!(
+            "this call needs a credential (authorization: Bearer <token>); {HOW_TO_GET_ONE}"
+        ))),
+    }
+}
+
 /// Decides whether the caller of a request may do what it needs.
 pub async fn authorize(
     config: &AuthConfig,
@@ -162,13 +177,8 @@ pub async fn authorize(
     metadata: &MetadataMap,
     need: Need,
 ) -> Result<Caller, Status> {
-    let Some(token) = bearer(metadata)? else {
-        if need == Need::Read && config.public_read {
-            return Ok(Caller { name: "anonymous".into(), role: None, local: false });
-        }
-        return Err(Status::unauthenticated(format!(
-            "this call needs a credential (authorization: Bearer <token>); {HOW_TO_GET_ONE}"
-        )));
+    let Some(token) = presented(config, metadata, need)? else {
+        return Ok(Caller { name: "anonymous".into(), role: None, local: false });
     };
     let hash = hash_token(token);
     let own = config.local.get(&hash);

@@ -53,6 +53,7 @@ impl Coordinator {
         let authorize = AuthorizeLayer(self.clone());
         let api = Api(self);
         let served = builder
+            .max_concurrent_streams(STREAMS_A_CONNECTION)
             .layer(authorize)
             .add_service(health)
             .add_service(reflection_v1)
@@ -83,6 +84,12 @@ impl Coordinator {
         axum::serve(listener, status_page::router(self)).with_graceful_shutdown(shutdown).await
     }
 }
+
+/// The most calls a connection may have open at once (hyper's own
+/// default, which tonic replaces with none): each holds a task and its
+/// headers until its credential is checked, so one connection cannot hold
+/// more than this many.
+const STREAMS_A_CONNECTION: u32 = 200;
 
 /// Keeps the health service true: SERVING while the database answers,
 /// NOT_SERVING while it does not, checked every two seconds.
@@ -184,24 +191,18 @@ where
                 Ok(None) => return inner.call(request).await,
                 Err(refused) => return Ok(refused.into_http()),
             };
+            let metadata = tonic::metadata::MetadataMap::from_headers(request.headers().clone());
+            // A call that presents no credential, or a malformed one, is
+            // refused on its headers: no slot, no store, no body.
+            if let Err(refused) = auth::presented(&coordinator.config.auth, &metadata, need) {
+                return Ok(refused.into_http());
+            }
             // Admitted (or refused) before anything touches the store, the
             // credential's check included: a refusal costs no connection.
             // The caller is its credential as presented, unchecked: its
             // calls wait their turn behind each other, not before others'.
             let caller = CallerKey::of(request.headers().get(http::header::AUTHORIZATION).map(|v| v.as_bytes()));
             let kind = admission::Kind::of(request.uri().path(), need);
-            if kind.is_some() {
-                // The whole request first, then a slot: a call admitted on
-                // its headers held its slot until its body came, and the
-                // bodies of the calls queued behind it, unread, filled the
-                // connection's window (hyper's 1 MiB, a report's size), so
-                // it never came: one caller's flood held every slot until
-                // its deadline (issue 44).
-                request = match with_body_read(request).await {
-                    Ok(request) => request,
-                    Err(refused) => return Ok(refused.into_http()),
-                };
-            }
             let admitted = match kind {
                 Some(kind) => match coordinator.admission.admit(kind, caller).await {
                     Ok(admitted) => admitted,
@@ -210,14 +211,27 @@ where
                 None => Admitted::default(),
             };
             let turn = if need == Need::Read { Some(coordinator.read_turn().await) } else { None };
-            let metadata = tonic::metadata::MetadataMap::from_headers(request.headers().clone());
             let response =
                 match auth::authorize(&coordinator.config.auth, coordinator.store.as_ref(), &metadata, need).await {
-                    Ok(caller) => {
-                        request.extensions_mut().insert(caller);
-                        request.extensions_mut().insert(admitted.clone());
-                        inner.call(request).await
-                    }
+                    Ok(caller) => match kind {
+                        // The body only now, outside the slot (`admission`,
+                        // "Headers first"): a made-up credential never made
+                        // the coordinator read one, and a body that does
+                        // not come holds no slot.
+                        Some(kind) => match read_body_outside(&coordinator, kind, &caller, &admitted, request).await {
+                            Ok(mut request) => {
+                                request.extensions_mut().insert(caller);
+                                request.extensions_mut().insert(admitted.clone());
+                                inner.call(request).await
+                            }
+                            Err(refused) => Ok(refused.into_http()),
+                        },
+                        None => {
+                            request.extensions_mut().insert(caller);
+                            request.extensions_mut().insert(admitted.clone());
+                            inner.call(request).await
+                        }
+                    },
                     Err(refused) => Ok(refused.into_http()),
                 };
             drop(turn);
@@ -227,20 +241,31 @@ where
     }
 }
 
-/// The largest worker's request read before admission: tonic's limit on a
-/// decoded message (4 MiB, which the services keep) and its frame's
-/// 5-byte header. A larger one would be refused by the service anyway.
+/// `request` of `caller` (a worker's call of `kind`, `admitted`) with its
+/// whole body read, out of its slot and within its identity's bound
+/// ([`admission::BODIES_AN_IDENTITY`]), then back in its slot.
+async fn read_body_outside(
+    coordinator: &Coordinator,
+    kind: admission::Kind,
+    caller: &auth::Caller,
+    admitted: &Admitted,
+    request: http::Request<tonic::body::Body>,
+) -> Result<http::Request<tonic::body::Body>, tonic::Status> {
+    let place = coordinator.admission.body_place(kind, &caller.name)?;
+    let request = admitted.outside(with_body_read(request)).await;
+    drop(place);
+    request
+}
+
+/// The largest worker's request read: tonic's limit on a decoded message
+/// (4 MiB, which the services keep) and its frame's 5-byte header. A
+/// larger one would be refused by the service anyway.
 const LARGEST_WORKER_REQUEST: usize = 4 * 1024 * 1024 + 5;
 
 /// `request` with its whole body read into memory, at most
-/// [`LARGEST_WORKER_REQUEST`] bytes: reading it releases its share of
-/// the connection's flow-control window, so the calls on the same
-/// connection that hold slots get their bodies. Worker calls are unary,
-/// one message a body. The cost: a call refused at admission has sent its
-/// body (a lease's is a few bytes; reports, the large ones, are the calls
-/// refused last), and a call not yet admitted holds its body in memory,
-/// at most this bound a stream and hyper's 200 streams a connection,
-/// where unread it held at most the connection's window.
+/// [`LARGEST_WORKER_REQUEST`] bytes: reading it releases its share of the
+/// connection's flow-control window, so the other calls on the same
+/// connection get their bodies. Worker calls are unary, one message a body.
 async fn with_body_read(
     request: http::Request<tonic::body::Body>,
 ) -> Result<http::Request<tonic::body::Body>, tonic::Status> {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use census_coordinator::admission::BODIES_AN_IDENTITY;
 use census_coordinator::auth::{generate_token, hash_token};
 use census_coordinator::{AdmissionLimits, Coordinator, CoordinatorConfig};
 use census_math::census::Census;
@@ -500,62 +501,37 @@ async fn a_report_whose_caller_gave_up_drops_its_results_of_leases_not_held() {
     assert_eq!(store.written.load(Ordering::SeqCst), 1, "the held lease's result only");
 }
 
-/// A call holds a slot only once its whole request has come: a caller
-/// that opens more reports than there are slots on one connection and
-/// holds back their bodies (or whose bodies, queued, fill the
-/// connection's flow-control window, as a flood of 1 MB reports did)
-/// holds no slot, and another worker's call is served meanwhile. Admitted
-/// on their headers, the reports held every slot until their caller gave
-/// up, and the other worker's heartbeat waited behind them (issue 44).
+/// A slot is never held while a body is on its way: a caller that opens
+/// more reports than there are slots on one connection and holds back
+/// their bodies (or whose bodies, queued, fill the connection's
+/// flow-control window, as a flood of 1 MB reports did) waits for them
+/// outside the slots, and another worker's call is served meanwhile.
+/// Admitted on their headers and held while their bodies came, the reports
+/// held every slot until their caller gave up, and the other worker's
+/// heartbeat waited behind them (issue 44).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_body_has_not_come_holds_no_slot() {
     const CALLS: usize = 4;
     const FLOOD: usize = CALLS + 2;
-    let inner = sqlite_store().await;
-    let store = Arc::new(Gated::new(inner.clone(), false));
-    store.open();
-    let admission = AdmissionLimits { calls: CALLS, waiting: 16 * CALLS };
-    let coordinator = Coordinator::new(store.clone(), CoordinatorConfig { admission, ..CoordinatorConfig::default() });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
-    let flooder = generate_token();
-    inner.create_token("flooder", Role::Worker, &hash_token(&flooder)).await.unwrap();
-    let honest = generate_token();
-    inner.create_token("honest", Role::Worker, &hash_token(&honest)).await.unwrap();
+    let (coordinator, address, inner) = serve_with_calls(CALLS).await;
+    let flooder = worker_token(&inner, "flooder").await;
+    let honest = worker_token(&inner, "honest").await;
 
     // The flooder's reports, on one connection: headers sent, bodies held back.
-    let (client, connection) =
-        h2::client::handshake(tokio::net::TcpStream::connect(address).await.unwrap()).await.unwrap();
-    tokio::spawn(connection);
-    let mut client = client.ready().await.unwrap();
+    let mut client = RawClient::connect(address).await;
     let mut reports = Vec::new();
     for _ in 0..FLOOD {
-        let request = http::Request::post(format!("http://{address}/census.v1.WorkerService/CompleteJobs"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .header("authorization", format!("Bearer {flooder}"))
-            .body(())
-            .unwrap();
-        reports.push(client.send_request(request, false).unwrap());
-        client = client.ready().await.unwrap();
+        reports.push(client.report(Some(&format!("Bearer {flooder}"))).await);
     }
-    // Before the fix the reports took every slot here; with it they never
-    // reach admission, and this wait (no assertion) ends at its bound.
-    let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while coordinator.admission().admitted < CALLS as u64 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    // Each is admitted on its headers, its credential checked, and waits
+    // for its body outside the slots.
+    wait_until(|| coordinator.admission().reading == FLOOD).await;
 
     // Another worker's heartbeat is served meanwhile.
-    let config = ClientConfig { url: format!("http://{address}"), token: Some(honest), ..ClientConfig::default() };
-    let mut worker = WorkerServiceClient::new(census_proto::client::connect_lazy(&config).unwrap());
+    let mut worker = worker_client(address, honest);
     let beat = worker.heartbeat(HeartbeatRequest { worker_id: String::new(), tokens: vec!["no-such-lease".into()] });
     let lost = tokio::time::timeout(HANG, beat).await.expect("the heartbeat waited behind reports without bodies");
     assert_eq!(lost.unwrap().into_inner().cancel_tokens, vec!["no-such-lease".to_string()]);
-    assert_eq!(coordinator.admission().admitted, 1, "no report was admitted without its body");
 
     // The bodies come (an empty report, one gRPC frame), and every report is answered.
     for (_, send) in &mut reports {
@@ -563,18 +539,164 @@ async fn a_call_whose_body_has_not_come_holds_no_slot() {
     }
     for (response, _) in reports {
         let response = tokio::time::timeout(HANG, response).await.expect("a report is answered").unwrap();
-        let status = match response.headers().get("grpc-status") {
-            Some(status) => status.clone(),
-            None => {
-                let mut body = response.into_body();
-                while let Some(data) = body.data().await {
-                    let data = data.unwrap();
-                    body.flow_control().release_capacity(data.len()).unwrap();
-                }
-                body.trailers().await.unwrap().expect("trailers").get("grpc-status").expect("a status").clone()
-            }
-        };
+        assert_eq!(grpc_status(response).await, "0", "an empty report is accepted");
+    }
+    let counts = coordinator.admission();
+    assert_eq!((counts.admitted, counts.reading), (1 + FLOOD as u64, 0), "each call admitted once: {counts:?}");
+}
+
+/// A worker's call that presents no credential, a malformed one or a
+/// made-up one is refused on its headers: the coordinator never reads its
+/// body, so a flood of them with large bodies costs no memory. Before,
+/// every worker call's body (up to 4 MiB) was read before its credential
+/// was looked at: these calls, bodies held back, waited for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_without_a_known_credential_is_refused_before_its_body_is_read() {
+    const EACH: usize = 20;
+    let (coordinator, address, _) = serve_with_calls(4).await;
+    let made_up = generate_token();
+    let credentials = [None, Some("Bearer census_not-a-token".to_string()), Some(format!("Bearer {made_up}"))];
+    let mut client = RawClient::connect(address).await;
+    let mut calls = Vec::new();
+    for credential in &credentials {
+        for _ in 0..EACH {
+            calls.push(client.report(credential.as_deref()).await);
+        }
+    }
+    for (response, _) in calls {
+        let response = tokio::time::timeout(HANG, response).await.expect("refused without its body").unwrap();
+        assert_eq!(grpc_status(response).await, "16", "UNAUTHENTICATED");
+    }
+    let counts = coordinator.admission();
+    assert_eq!(counts.reading, 0, "{counts:?}");
+    assert_eq!(counts.admitted, EACH as u64, "only the well-formed made-up token reached admission: {counts:?}");
+}
+
+/// An identity has at most [`BODIES_AN_IDENTITY`] bodies on their way at
+/// once, however many calls it opens: past it they are refused unread,
+/// with a retry hint, and another identity's calls are still read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_has_a_bounded_number_of_bodies_on_their_way() {
+    const PAST: usize = 3;
+    let (coordinator, address, inner) = serve_with_calls(4).await;
+    let flooder = worker_token(&inner, "flooder").await;
+    let honest = worker_token(&inner, "honest").await;
+    let mut client = RawClient::connect(address).await;
+    let (statuses, mut answered) = tokio::sync::mpsc::unbounded_channel();
+    let mut bodies = Vec::new();
+    for _ in 0..BODIES_AN_IDENTITY + PAST {
+        let (response, body) = client.report(Some(&format!("Bearer {flooder}"))).await;
+        bodies.push(body);
+        let statuses = statuses.clone();
+        tokio::spawn(async move {
+            let status = match response.await {
+                Ok(response) => grpc_status(response).await,
+                Err(error) => format!("{error}"),
+            };
+            let _ = statuses.send(status);
+        });
+    }
+    for _ in 0..PAST {
+        let status = tokio::time::timeout(HANG, answered.recv()).await.expect("refused unread").unwrap();
+        assert_eq!(status, "14", "UNAVAILABLE, past the identity's bound");
+    }
+    wait_until(|| coordinator.admission().reading == BODIES_AN_IDENTITY).await;
+
+    let mut worker = worker_client(address, honest);
+    let beat = worker.heartbeat(HeartbeatRequest { worker_id: String::new(), tokens: vec!["no-such-lease".into()] });
+    tokio::time::timeout(HANG, beat).await.expect("another identity is read").unwrap();
+
+    // The bodies come; the streams already refused take none.
+    for body in &mut bodies {
+        let _ = body.send_data(vec![0u8; 5].into(), true);
+    }
+    for _ in 0..BODIES_AN_IDENTITY {
+        let status = tokio::time::timeout(HANG, answered.recv()).await.expect("answered").unwrap();
         assert_eq!(status, "0", "an empty report is accepted");
     }
-    assert_eq!(coordinator.admission().admitted, 1 + FLOOD as u64);
+    assert_eq!(coordinator.admission().reading, 0);
+}
+
+/// A coordinator over SQLite with `calls` slots, serving on a port of its
+/// own: it, its address, and its store (to make tokens in).
+async fn serve_with_calls(calls: usize) -> (Arc<Coordinator>, std::net::SocketAddr, Arc<dyn JobStore>) {
+    let inner = sqlite_store().await;
+    let store = Arc::new(Gated::new(inner.clone(), false));
+    store.open();
+    let admission = AdmissionLimits { calls, waiting: 16 * calls };
+    let coordinator = Coordinator::new(store, CoordinatorConfig { admission, ..CoordinatorConfig::default() });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(coordinator.clone().serve(listener, std::future::pending()));
+    (coordinator, address, inner)
+}
+
+async fn worker_token(store: &Arc<dyn JobStore>, name: &str) -> String {
+    let token = generate_token();
+    store.create_token(name, Role::Worker, &hash_token(&token)).await.unwrap();
+    token
+}
+
+fn worker_client(address: std::net::SocketAddr, token: String) -> WorkerServiceClient<AuthChannel> {
+    let config = ClientConfig { url: format!("http://{address}"), token: Some(token), ..ClientConfig::default() };
+    WorkerServiceClient::new(census_proto::client::connect_lazy(&config).unwrap())
+}
+
+/// Waits (up to [`HANG`]) until `done` holds.
+async fn wait_until(done: impl Fn() -> bool) {
+    tokio::time::timeout(HANG, async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("waited for the coordinator");
+}
+
+/// An HTTP/2 client below gRPC, that can send a call's headers and hold
+/// back its body.
+struct RawClient {
+    address: std::net::SocketAddr,
+    client: h2::client::SendRequest<bytes::Bytes>,
+}
+
+impl RawClient {
+    async fn connect(address: std::net::SocketAddr) -> RawClient {
+        let (client, connection) =
+            h2::client::handshake(tokio::net::TcpStream::connect(address).await.unwrap()).await.unwrap();
+        tokio::spawn(connection);
+        RawClient { address, client }
+    }
+
+    /// Opens a report presenting `authorization`, its body not sent.
+    async fn report(
+        &mut self,
+        authorization: Option<&str>,
+    ) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+        let mut request = http::Request::post(format!("http://{}/census.v1.WorkerService/CompleteJobs", self.address))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        if let Some(authorization) = authorization {
+            request = request.header("authorization", authorization);
+        }
+        let mut client = self.client.clone().ready().await.unwrap();
+        let sent = client.send_request(request.body(()).unwrap(), false).unwrap();
+        self.client = client;
+        sent
+    }
+}
+
+/// The gRPC status of an answer: in its headers (an answer with no
+/// message) or its trailers.
+async fn grpc_status(response: http::Response<h2::RecvStream>) -> String {
+    if let Some(status) = response.headers().get("grpc-status") {
+        return status.to_str().unwrap().to_string();
+    }
+    let mut body = response.into_body();
+    while let Some(data) = body.data().await {
+        let data = data.unwrap();
+        body.flow_control().release_capacity(data.len()).unwrap();
+    }
+    let trailers = body.trailers().await.unwrap().expect("trailers");
+    trailers.get("grpc-status").expect("a status").to_str().unwrap().to_string()
 }

@@ -8,8 +8,8 @@
 //! results fell from about 6,000 a second to 75).
 //!
 //! A caller is its credential as the call presents it ([`CallerKey`]), read
-//! before anything touches the store; a call without one is refused by the
-//! authorization that follows, and its key is that of every such call.
+//! before anything touches the store; a call without one, or with a
+//! malformed one, is refused before admission (`auth::presented`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, RandomState};
