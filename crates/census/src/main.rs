@@ -7,6 +7,14 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 mod commands;
 
+/// The process's allocator. glibc's kept the memory a burst of calls freed
+/// in its per-thread arenas: after a flood of 1 MB reports a coordinator
+/// stayed at 4-5 times its size before it, its work done (issue 44);
+/// mimalloc gives freed pages back by itself (BENCHMARKS.md, "A flood of
+/// stale reports").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Count every 9x9 Sudoku grid exactly, the way Felgenhauer and Jarvis did,
 /// on one machine (`census run`) or across a cluster (`census coordinator`
 /// and `census worker`).

@@ -21,7 +21,7 @@ use census_proto::v1::job_outcome::Status as OutcomeStatus;
 use census_proto::v1::{CompleteJobsRequest, CompleteJobsResponse, JobResult, LeaseJobsRequest};
 use census_store::RunId;
 
-use super::measure::{CpuSample, Memory, return_free_memory};
+use super::measure::{CpuSample, Memory};
 use super::{Call, Calls, Retry, SimulationError, WorkerClient, timed};
 use crate::Credential;
 
@@ -148,9 +148,6 @@ pub struct FloodReport {
     /// flooder's, on the same cores).
     pub coordinator_cpu_during: f64,
     pub simulated_cpu_during: f64,
-    /// Resident memory once the allocator was asked to return what it
-    /// holds free, right after `rss_settled_kib` (none where it cannot be asked).
-    pub rss_trimmed_kib: Option<u64>,
 }
 
 /// The honest workers' rates and the process's memory around a flood.
@@ -229,8 +226,6 @@ pub(super) async fn run(
     let (settled, rss_settled_kib) = (started.elapsed().as_secs_f64(), Memory::now().rss_kib);
     let _ = stop.send(());
     let samples = sampler.await.map_err(SimulationError::Task)?;
-    // Whether what stayed is in use or only kept free by the allocator.
-    let rss_trimmed_kib = return_free_memory().then(|| Memory::now().rss_kib);
     Ok(FloodReport {
         calls,
         began,
@@ -241,7 +236,6 @@ pub(super) async fn run(
         rss_settled_kib,
         coordinator_cpu_during: cpu_ended.coordinator_since(&cpu_began),
         simulated_cpu_during: cpu_ended.workers_since(&cpu_began),
-        rss_trimmed_kib,
     })
 }
 
@@ -355,7 +349,6 @@ mod tests {
             rss_settled_kib: 110,
             coordinator_cpu_during: 0.0,
             simulated_cpu_during: 0.0,
-            rss_trimmed_kib: None,
         }
     }
 

@@ -100,20 +100,6 @@ impl Memory {
     }
 }
 
-/// Asks the allocator to give the memory it holds free back to the system
-/// (glibc's `malloc_trim`): what stays resident after is memory in use,
-/// not free memory the allocator kept for later. Whether it could ask.
-pub fn return_free_memory() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: malloc_trim has no preconditions; it only releases free memory.
-        unsafe { libc::malloc_trim(0) };
-        true
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    false
-}
-
 /// `x` to three decimals, as the summary shows seconds and milliseconds.
 pub fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0

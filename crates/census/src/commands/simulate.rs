@@ -402,7 +402,6 @@ fn flood_json(args: &Args, flood: &FloodReport, workers_ended: f64) -> serde_jso
         "rss_mib_peak": mib(phases.rss_peak_kib),
         "rss_mib_settled": mib(phases.rss_settled_kib),
         "settled_over_began": round3(phases.rss_settled_kib as f64 / phases.rss_began_kib.max(1) as f64),
-        "rss_mib_trimmed": flood.rss_trimmed_kib.map(mib),
         "coordinator_cpu_seconds_during": flood.coordinator_cpu_during,
         "simulated_cpu_seconds_during": flood.simulated_cpu_during,
     })
@@ -444,13 +443,9 @@ fn print_flood(flood: &serde_json::Value) {
         flood["coordinator_cpu_seconds_during"],
         flood["simulated_cpu_seconds_during"]
     );
-    let trimmed = match flood["rss_mib_trimmed"].as_f64() {
-        Some(mib) => format!("; {mib} MiB once the allocator returned what it held free"),
-        None => String::new(),
-    };
     println!(
         "flood: process memory {} MiB at its start, peak {} MiB, {} MiB {} s after it ({} of the start; workers and \
-         flooder included){trimmed}",
+         flooder included)",
         flood["rss_mib_began"],
         flood["rss_mib_peak"],
         flood["rss_mib_settled"],
