@@ -63,7 +63,7 @@
 //! # What the database keeps by itself
 //!
 //! The SQL backend keeps these with triggers (migrations `run_leases`,
-//! `owner_leases`, `0001_census` and `0002_trust`), so that no statement,
+//! `owner_leases`, `0001_census`, `0002_trust` and `refused_reports`), so that no statement,
 //! present or future, can forget them; another backend keeps them however
 //! it likes, as long as they hold after every operation:
 //!
@@ -78,9 +78,9 @@
 //!   lease, a decided report, a failure, a release, a new round. (Postgres
 //!   keeps each in slots summed on reading, so that concurrent statements
 //!   do not queue on one row; SQLite in one row a run or identity.)
-//! - **Results and rejections are append-only**: no operation changes or
-//!   deletes one, and the database refuses anyone who tries (a trigger
-//!   raises `results are append-only`: a
+//! - **Results, rejections and refused reports are append-only**: no
+//!   operation changes or deletes one, and the database refuses anyone who
+//!   tries (a trigger raises `results are append-only`: a
 //!   [`DatabaseErrorKind::Constraint`](crate::DatabaseErrorKind::Constraint)).
 //!   A new round leaves its job's old results where they are; they stop
 //!   counting because their round is not the job's.
@@ -540,6 +540,18 @@ pub struct Rejection {
     pub reason: String,
 }
 
+/// One row for the append-only refused reports: a report refused unread
+/// (its sender past its budget of results of leases not held) whose first
+/// job does not exist, so that no rejection can name it. It counts against
+/// its sender as a rejection does ([`ResultStorage::rejections_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedReport {
+    pub worker: String,
+    /// The first job id the report named, as it named it (no job has it).
+    pub job_named: JobId,
+    pub reason: String,
+}
+
 /// What a batch does to one job's row: its new state, the count it is done
 /// with (if it is), and how many votes it gained. Its lease is retired.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -958,7 +970,16 @@ pub trait ResultStorage: Transactions {
     async fn add_to_run(&self, tx: &mut Self::Tx, run: RunId, change: &RunChange) -> Result<RunState, StoreError>;
     /// Appends the rejections, each at `now`. Never changed after.
     async fn insert_rejections(&self, tx: &mut Self::Tx, rejections: &[Rejection], now: i64) -> Result<(), StoreError>;
-    /// How many results of the identity were rejected, in every run.
+    /// Appends the refused report, at `now`. Never changed after.
+    async fn insert_refused_report(
+        &self,
+        tx: &mut Self::Tx,
+        report: &RefusedReport,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// How many results of the identity were rejected, in every run, and
+    /// how many of its reports were refused ([`RefusedReport`]): what its
+    /// quarantine counts.
     async fn rejections_of(&self, tx: &mut Self::Tx, worker: &str) -> Result<i64, StoreError>;
 }
 
@@ -1080,7 +1101,8 @@ pub trait IdentityStorage: Transactions {
     /// Whether a credential of that name is stored, revoked or not.
     async fn token_exists(&self, name: &str) -> Result<bool, StoreError>;
     /// Credentials by name, each with its quarantine and how many of its
-    /// results were rejected (in every run).
+    /// results were rejected (in every run) and reports refused: what
+    /// [`ResultStorage::rejections_of`] counts.
     async fn tokens(&self, filter: TokenFilter<'_>) -> Result<Vec<TokenRecord>, StoreError>;
     /// Whether the identity is quarantined, in `tx` or on its own.
     async fn is_quarantined(&self, tx: Option<&mut Self::Tx>, worker: &str) -> Result<bool, StoreError>;

@@ -506,7 +506,8 @@ pub struct TokenRecord {
     /// Set when the identity's results were rejected, or its failures
     /// reported, too often.
     pub quarantined: bool,
-    /// Results of this identity rejected so far.
+    /// Results of this identity rejected so far, and its reports refused
+    /// unread that named no job that exists: what its quarantine counts.
     pub rejected: u64,
 }
 
@@ -603,7 +604,9 @@ pub trait JobStore: Send + Sync {
     /// made-up tokens ends quarantined like a sender of wrong counts. An
     /// identity that reported more results of leases it did not hold than it
     /// honestly could has its reports refused unread
-    /// ([`StoreError::Rejected`]), each refusal a rejection against it.
+    /// ([`StoreError::Rejected`]), each refusal a rejection against it (a
+    /// refused report, when the report's first job does not exist), toward
+    /// its quarantine.
     async fn check_leases(&self, completions: &[Completion]) -> Result<Vec<LeaseCheck>, StoreError>;
     /// Resolves a conflict by counting the job again: its accepted count is
     /// taken out of its class (and the total, if the run had finished) and

@@ -110,6 +110,7 @@ async fn count_through_a_full_disk(
         0,
         "{backend}: nothing refused as the worker's fault"
     );
+    assert_eq!(count(&mut reader, "SELECT COUNT(*) FROM refused_reports").await, 0, "{backend}");
     assert_eq!(count(&mut reader, "SELECT COUNT(*) FROM quarantine").await, 0, "{backend}");
     assert_eq!(count(&mut reader, "SELECT COUNT(*) FROM jobs WHERE state = 'done'").await, 440, "{backend}");
     assert_eq!(count(&mut reader, "SELECT COUNT(*) FROM results WHERE outcome = 'accepted'").await, 440, "{backend}");

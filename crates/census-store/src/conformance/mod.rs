@@ -133,6 +133,7 @@ properties!(
     shares::a_hoarders_expired_leases_go_first_to_who_waits_and_in_shares,
     shares::a_contended_lease_lives_one_ttl_however_heartbeated,
     shares::reports_of_leases_not_held_past_a_bound_are_refused_and_quarantine with capped,
+    shares::made_up_job_ids_past_a_bound_are_refused_and_quarantine with capped,
 );
 
 /// Checks every property of the suite, each on a new empty store that

@@ -2,6 +2,7 @@
 //! run's jobs, an identity's expired leases go to it first, its leases
 //! live one TTL at most, and it is handed no more than an equal share; and
 //! reports of leases not held past a bound are refused, each a rejection
+//! or, when the report names no job that exists, a refused report
 //! (issue 44: one token held all 440 jobs of a run and re-leased them the
 //! moment their lifetime ended; one flooded the coordinator with stale
 //! tokens at no cost).
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::fixtures::{TTL, completion, jobs, spec, true_count};
-use crate::{JobStore, StoreError};
+use crate::{Completion, JobStore, LeaseCheck, Role, StoreError};
 
 /// 100 made-up jobs: more than twice the least allowance.
 const HUNDRED: &str = "synthetic jobs=100 salt=11";
@@ -74,7 +75,7 @@ pub(super) async fn reports_of_leases_not_held_past_a_bound_are_refused_and_quar
     // granted: 57 repeats are answered, one by one, as not held.
     let flood: Vec<_> = reports.iter().cycle().take(57).cloned().collect();
     let checks = store.check_leases(&flood).await.unwrap();
-    assert!(checks.iter().all(|check| *check == crate::LeaseCheck::NotHeld), "{checks:?}");
+    assert!(checks.iter().all(|check| *check == LeaseCheck::NotHeld), "{checks:?}");
     // Past the bound: refused unread, each a rejection, three quarantine.
     for _ in 0..3 {
         assert!(!store.is_quarantined("a").await.unwrap());
@@ -86,5 +87,47 @@ pub(super) async fn reports_of_leases_not_held_past_a_bound_are_refused_and_quar
     let other = store.lease(Some(run), "b", 3, TTL).await.unwrap();
     let reports: Vec<_> = other.iter().map(|lease| completion(lease, "b", true_count(lease))).collect();
     let checks = store.check_leases(&reports).await.unwrap();
-    assert!(checks.iter().all(|check| *check == crate::LeaseCheck::Held), "{checks:?}");
+    assert!(checks.iter().all(|check| *check == LeaseCheck::Held), "{checks:?}");
+}
+
+/// A report of jobs that do not exist was refused past the bound but
+/// recorded against nothing (a rejection names a job), so a flood of
+/// made-up job ids never quarantined its sender (issue 44). Each refusal
+/// is now a refused report against the sender: it counts toward the
+/// quarantine and in the sender's standing, and no run is charged with
+/// a rejection of a job the report never named.
+pub(super) async fn made_up_job_ids_past_a_bound_are_refused_and_quarantine(store: Arc<dyn JobStore>) {
+    // `capped`: an identity may hold 50 leases, and "a" was granted none.
+    let run = store.create_run(&spec(HUNDRED, 1), &jobs(HUNDRED)).await.unwrap();
+    store.create_token("a", Role::Worker, &"a".repeat(64)).await.unwrap();
+    let made_up = |job_id| Completion {
+        job_id,
+        token: format!("0123456789abcdef0123456789abcdef-{job_id}-1"),
+        worker: "a".into(),
+        key: "k".into(),
+        counter_version: "v".into(),
+        count: 1,
+        elapsed: Duration::from_micros(10),
+        checked_count: None,
+    };
+    let flood: Vec<Completion> = (1_000_000..1_000_051).map(made_up).collect();
+    let checks = store.check_leases(&flood).await.unwrap();
+    assert!(checks.iter().all(|check| *check == LeaseCheck::UnknownJob), "{checks:?}");
+    // Past the bound (51 of jobs that do not exist, more than 50): refused
+    // unread, each counted against "a", three quarantine it.
+    for _ in 0..3 {
+        assert!(!store.is_quarantined("a").await.unwrap());
+        let refused = store.check_leases(&flood[..1]).await;
+        assert!(matches!(refused, Err(StoreError::Rejected { .. })), "{refused:?}");
+    }
+    assert!(store.is_quarantined("a").await.unwrap(), "three refused reports of made-up jobs quarantine their sender");
+    let quarantined = store.quarantined().await.unwrap();
+    assert_eq!(
+        quarantined.iter().map(|q| (q.worker.as_str(), q.reason.as_str())).collect::<Vec<_>>(),
+        [("a", "3 results rejected")]
+    );
+    let standing = store.list_tokens().await.unwrap();
+    assert_eq!(standing.iter().map(|t| (t.name.as_str(), t.rejected)).collect::<Vec<_>>(), [("a", 3)]);
+    // No run was charged with a job the reports never named.
+    assert_eq!(store.progress(run).await.unwrap().rejected, 0);
 }

@@ -163,8 +163,8 @@ mod tests {
         }
     }
 
-    /// A run with one job, its result and a rejection, and a token.
-    const ROWS: [&str; 6] = [
+    /// A run with one job, its result, a rejection and a refused report, and a token.
+    const ROWS: [&str; 7] = [
         "INSERT INTO runs (census, counter_version, jobs_total, jobs_remaining, created_at) VALUES ('c', 'v', 1, 1, 1)",
         "INSERT INTO classes (run_id, class_id, label, weight, jobs_total) VALUES (1, 0, 'a', '1', 1)",
         "INSERT INTO jobs (run_id, class_id, key, created_at, updated_at) VALUES (1, 0, 'k', 1, 1)",
@@ -172,6 +172,7 @@ mod tests {
          VALUES (1, 1, 1, 'w', '5', 0.5, 'v', 'accepted', 1)",
         "INSERT INTO rejections (job_id, run_id, attempt, worker, count, reason, rejected_at)
          VALUES (1, 1, 1, 'w', '5', 'wrong', 1)",
+        "INSERT INTO refused_reports (worker, job_named, reason, refused_at) VALUES ('w', 9, 'unread', 1)",
         "INSERT INTO api_tokens (name, role, hash, created_at)
          VALUES ('w', 'worker', '0000000000000000000000000000000000000000000000000000000000000000', 1)",
     ];
@@ -189,7 +190,9 @@ mod tests {
             "DELETE FROM results",
             "UPDATE rejections SET reason = 'x'",
             "DELETE FROM rejections",
-            ROWS[5],
+            "UPDATE refused_reports SET reason = 'x'",
+            "DELETE FROM refused_reports",
+            ROWS[6],
         ] {
             let error = failure(&mut connection, refused).await;
             assert_eq!(error.kind(), Constraint, "{refused}: {error}");

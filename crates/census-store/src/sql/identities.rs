@@ -3,11 +3,13 @@
 
 use async_trait::async_trait;
 
+use super::results::rejected_of;
 use super::{Db, SqlBackend, SqlTx};
 use crate::backend::{Credential, IdentityStorage, Inserted, NewQuarantine, StoredToken, TokenFilter};
 use crate::{QuarantineEntry, StoreError, TokenRecord};
 
-/// A stored credential, with its quarantine and how many of its results were rejected.
+/// A stored credential, with its quarantine and how many of its results
+/// were rejected and reports refused.
 #[derive(sqlx::FromRow)]
 struct TokenRow {
     name: String,
@@ -95,10 +97,10 @@ impl IdentityStorage for SqlBackend {
             TokenFilter::Hash(_) => "t.hash = $1",
         };
         let sql = format!(
-            "SELECT t.name, t.role, t.created_at, t.revoked_at, q.worker AS quarantined,
-                    (SELECT COUNT(*) FROM rejections r WHERE r.worker = t.name) AS rejected
+            "SELECT t.name, t.role, t.created_at, t.revoked_at, q.worker AS quarantined, {} AS rejected
              FROM api_tokens t LEFT JOIN quarantine q ON q.worker = t.name
-             WHERE {condition} ORDER BY t.name"
+             WHERE {condition} ORDER BY t.name",
+            rejected_of("t.name")
         );
         let mut query = sqlx::query_as::<_, TokenRow>(&sql);
         if let TokenFilter::Hash(hash) = filter {

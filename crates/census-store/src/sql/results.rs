@@ -1,6 +1,7 @@
 //! What a batch of reports reads and writes in SQL: its jobs (locked) and
-//! their votes; results and rejections appended; jobs, classes, identities'
-//! statistics and runs updated, a statement a chunk of rows where it can.
+//! their votes; results, rejections and refused reports appended; jobs,
+//! classes, identities' statistics and runs updated, a statement a chunk
+//! of rows where it can.
 
 use std::collections::BTreeMap;
 
@@ -12,10 +13,20 @@ use super::queue::RETIRE_LEASE;
 use super::runs::{RUN_STATE_COLUMNS, RunStateRow};
 use super::{Db, LeaseColumns, SqlBackend, SqlTx, bigint, change_classes_sql, text, values_rows};
 use crate::backend::{
-    ClassChanges, JobChange, JobRecord, NewResult, Rejection, ResultStorage, RunChange, RunState, VoteRecord,
-    WorkerTally, parse_count,
+    ClassChanges, JobChange, JobRecord, NewResult, RefusedReport, Rejection, ResultStorage, RunChange, RunState,
+    VoteRecord, WorkerTally, parse_count,
 };
 use crate::{JobId, RunId, StoreError};
+
+/// SQL for how many results of the identity `worker` (an SQL expression)
+/// were rejected and reports refused, in every run: what its quarantine
+/// counts (`ResultStorage::rejections_of`) and its credential shows.
+pub(super) fn rejected_of(worker: &str) -> String {
+    format!(
+        "((SELECT COUNT(*) FROM rejections WHERE worker = {worker})
+          + (SELECT COUNT(*) FROM refused_reports WHERE worker = {worker}))"
+    )
+}
 
 /// A job of the batch as [`ResultStorage::load_jobs`] reads it.
 #[derive(FromRow)]
@@ -280,11 +291,19 @@ impl ResultStorage for SqlBackend {
         Ok(())
     }
 
-    async fn rejections_of(&self, tx: &mut SqlTx, worker: &str) -> Result<i64, StoreError> {
-        sqlx::query_scalar("SELECT COUNT(*) FROM rejections WHERE worker = $1")
-            .bind(worker)
-            .fetch_one(&mut **tx)
+    async fn insert_refused_report(&self, tx: &mut SqlTx, report: &RefusedReport, now: i64) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO refused_reports (worker, job_named, reason, refused_at) VALUES ($1, $2, $3, $4)")
+            .bind(report.worker.clone())
+            .bind(report.job_named)
+            .bind(report.reason.clone())
+            .bind(now)
+            .execute(&mut **tx)
             .await
-            .db()
+            .db()?;
+        Ok(())
+    }
+
+    async fn rejections_of(&self, tx: &mut SqlTx, worker: &str) -> Result<i64, StoreError> {
+        sqlx::query_scalar(&format!("SELECT {}", rejected_of("$1"))).bind(worker).fetch_one(&mut **tx).await.db()
     }
 }

@@ -285,11 +285,23 @@ impl<B: StorageBackend> Store<B> {
         let workers: BTreeSet<&str> = rejections.iter().map(|r| r.worker.as_str()).collect();
         let mut quarantined = Vec::new();
         for worker in workers {
-            let rejected = self.backend.rejections_of(tx, worker).await?;
-            if let Some(reason) = quarantine_reason(Offence::Rejected, rejected, &self.config) {
-                quarantined.extend(self.quarantine_in(tx, worker, &reason, now).await?);
-            }
+            quarantined.extend(self.quarantine_if_rejected_enough(tx, worker, now).await?);
         }
         Ok(quarantined)
+    }
+
+    /// Quarantines `worker` if its rejections and refused reports reached
+    /// the limit; the identity quarantined, to be said once committed.
+    pub(super) async fn quarantine_if_rejected_enough(
+        &self,
+        tx: &mut B::Tx,
+        worker: &str,
+        now: i64,
+    ) -> Result<Option<Quarantined>, StoreError> {
+        let rejected = self.backend.rejections_of(tx, worker).await?;
+        match quarantine_reason(Offence::Rejected, rejected, &self.config) {
+            Some(reason) => self.quarantine_in(tx, worker, &reason, now).await,
+            None => Ok(None),
+        }
     }
 }

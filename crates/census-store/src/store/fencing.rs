@@ -4,13 +4,14 @@
 //! identity is a rejection against it, so made-up tokens lead to quarantine
 //! instead of costing the coordinator for free; and an identity that
 //! reported more results of leases it did not hold than it could honestly
-//! have (`shares.rs`) has its reports refused unread, each a rejection.
+//! have (`shares.rs`) has its reports refused unread, each a rejection (or,
+//! of a job that does not exist, a refused report) against it.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use super::{Store, now_ms};
-use crate::backend::{LeaseRecord, Rejection, StorageBackend};
+use crate::backend::{LeaseRecord, RefusedReport, Rejection, StorageBackend};
 use crate::{Completion, JobId, LeaseCheck, StoreError};
 
 /// Classifies one report against its job's row at time `now` (ms). Pure.
@@ -104,9 +105,11 @@ impl<B: StorageBackend> Store<B> {
 
     /// Refuses, unread, the reports of an identity that reported more
     /// results of leases it did not hold lately than its budget
-    /// (`shares.rs`): the refusal is a rejection against it, recorded
-    /// against the first job of the report that exists (one row read), so
-    /// that it ends quarantined.
+    /// (`shares.rs`). The refusal counts against it, toward its quarantine:
+    /// a rejection of the report's first job (one row read), or, when no
+    /// job has that id, a refused report (a rejection names its job and
+    /// run, and must never name one the report did not), so that a flood
+    /// of made-up job ids quarantines its sender too.
     async fn refuse_past_the_budget(&self, completions: &[Completion], now: i64) -> Result<(), StoreError> {
         let most_held = u64::from(self.config.max_leases_per_worker);
         let mut workers: Vec<&str> = completions.iter().map(|c| c.worker.as_str()).collect();
@@ -127,19 +130,29 @@ impl<B: StorageBackend> Store<B> {
                 budget = over.budget,
                 "a report of leases not held refused unread"
             );
-            if let Some(job) = self.backend.leases_of(&[first.job_id]).await?.pop() {
-                let rejection = Rejection {
-                    job: job.id,
-                    run: job.run,
-                    attempt: job.attempt,
-                    worker: worker.to_string(),
-                    count: first.count,
-                    reason: reason.clone(),
-                };
-                let mut tx = self.backend.begin().await?;
-                self.record_rejections(&mut tx, &[rejection], now).await?;
-                self.backend.commit(tx).await?;
-            }
+            let job = self.backend.leases_of(&[first.job_id]).await?.pop();
+            let mut tx = self.backend.begin().await?;
+            let quarantined = match job {
+                Some(job) => {
+                    let rejection = Rejection {
+                        job: job.id,
+                        run: job.run,
+                        attempt: job.attempt,
+                        worker: worker.to_string(),
+                        count: first.count,
+                        reason: reason.clone(),
+                    };
+                    self.record_rejections(&mut tx, &[rejection], now).await?
+                }
+                None => {
+                    let refused =
+                        RefusedReport { worker: worker.to_string(), job_named: first.job_id, reason: reason.clone() };
+                    self.backend.insert_refused_report(&mut tx, &refused, now).await?;
+                    self.quarantine_if_rejected_enough(&mut tx, worker, now).await?.into_iter().collect()
+                }
+            };
+            self.backend.commit(tx).await?;
+            quarantined.iter().for_each(super::remedies::Quarantined::say);
             return Err(StoreError::Rejected { job: first.job_id, reason });
         }
         Ok(())

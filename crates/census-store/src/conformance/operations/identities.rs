@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{NOW, new_run};
-use crate::backend::{Credential, Inserted, NewQuarantine, Rejection, StorageBackend, TokenFilter};
+use crate::backend::{Credential, Inserted, NewQuarantine, RefusedReport, Rejection, StorageBackend, TokenFilter};
 use crate::{Role, TokenRecord};
 
 /// A hash of a secret (64 hexadecimal digits), made of `digit`.
@@ -80,6 +80,8 @@ pub(super) async fn credentials_are_listed_with_their_standing<B: StorageBackend
     let rejection = Rejection { job: ids[0], run, attempt: 1, worker: "x".into(), count: 1, reason: "wrong".into() };
     let mut tx = backend.begin().await.unwrap();
     backend.insert_rejections(&mut tx, &[rejection.clone(), rejection], NOW).await.unwrap();
+    let refused = RefusedReport { worker: "x".into(), job_named: ids[0] + 100, reason: "unread".into() };
+    backend.insert_refused_report(&mut tx, &refused, NOW).await.unwrap();
     backend.commit(tx).await.unwrap();
     let record = |name: &str, role, created_unix, revoked, quarantined, rejected| TokenRecord {
         name: name.into(),
@@ -94,7 +96,7 @@ pub(super) async fn credentials_are_listed_with_their_standing<B: StorageBackend
         [
             record("op", Role::Operator, NOW / 1000, true, false, 0),
             record("w", Role::Worker, NOW / 1000, false, false, 0),
-            record("x", Role::Worker, (NOW + 2000) / 1000, false, true, 2),
+            record("x", Role::Worker, (NOW + 2000) / 1000, false, true, 3),
         ]
     );
     let found = backend.tokens(TokenFilter::Hash(&hash('a'))).await.unwrap();

@@ -112,6 +112,7 @@ checks!(
     ResultStorage::add_to_worker_stats => results::an_identitys_statistics_add_up,
     ResultStorage::add_to_run => results::a_runs_counters_add_up,
     ResultStorage::insert_rejections => results::rejections_are_appended,
+    ResultStorage::insert_refused_report => results::refused_reports_are_appended_against_their_sender,
     ResultStorage::rejections_of => results::an_identitys_rejections_are_counted_in_every_run,
     AnswerStorage::fold_page => answers::a_fold_reads_done_jobs_a_page_at_a_time,
     AnswerStorage::fold_page => answers::a_recheck_reads_the_accepted_results_of_the_current_rounds,

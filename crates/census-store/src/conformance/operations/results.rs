@@ -10,8 +10,8 @@ use super::{
     BIG, CLASSES, LeaseJobs, NOW, decide, insert_run, lease, lease_of, new_run, record, result, row_of, run_row, spec,
 };
 use crate::backend::{
-    ClassChanges, JobState, NewJob, NewRun, Recent, Rejection, ResultOutcome, RunChange, StorageBackend, WorkerTally,
-    parse_big,
+    ClassChanges, JobState, NewJob, NewRun, Recent, RefusedReport, Rejection, ResultOutcome, RunChange, StorageBackend,
+    WorkerTally, parse_big,
 };
 use crate::{RunId, StoreError};
 
@@ -201,6 +201,23 @@ pub(super) async fn rejections_are_appended<B: StorageBackend>(backend: Arc<B>) 
     assert_eq!(backend.rejections_of(&mut tx, "w").await.unwrap(), 2);
 }
 
+/// A refused report names a job that does not exist: it is kept against
+/// its sender, in no run.
+pub(super) async fn refused_reports_are_appended_against_their_sender<B: StorageBackend>(backend: Arc<B>) {
+    let (run, _) = new_run(&*backend, 1, 1).await;
+    let refused = |worker: &str| RefusedReport { worker: worker.into(), job_named: 1_000_000, reason: "unread".into() };
+    let mut tx = backend.begin().await.unwrap();
+    backend.insert_refused_report(&mut tx, &refused("w"), NOW).await.unwrap();
+    backend.insert_refused_report(&mut tx, &refused("w"), NOW).await.unwrap();
+    assert_eq!(backend.rejections_of(&mut tx, "w").await.unwrap(), 2, "its own writes");
+    backend.commit(tx).await.unwrap();
+    let mut tx = backend.begin().await.unwrap();
+    assert_eq!(backend.rejections_of(&mut tx, "w").await.unwrap(), 2);
+    assert_eq!(backend.rejections_of(&mut tx, "x").await.unwrap(), 0);
+    backend.rollback(tx).await.unwrap();
+    assert_eq!(backend.rejections_in(run).await.unwrap(), 0, "no run's rejection");
+}
+
 pub(super) async fn an_identitys_rejections_are_counted_in_every_run<B: StorageBackend>(backend: Arc<B>) {
     let (first, one) = new_run(&*backend, 1, 1).await;
     let (second, two) = new_run(&*backend, 2, 1).await;
@@ -220,7 +237,10 @@ pub(super) async fn an_identitys_rejections_are_counted_in_every_run<B: StorageB
     ];
     let mut tx = backend.begin().await.unwrap();
     backend.insert_rejections(&mut tx, &rejections, NOW).await.unwrap();
-    for (worker, rejected) in [("w", 3), ("x", 1), ("y", 0)] {
+    // And its refused reports, which name no job.
+    let refused = RefusedReport { worker: "x".into(), job_named: two[0] + 100, reason: "unread".into() };
+    backend.insert_refused_report(&mut tx, &refused, NOW).await.unwrap();
+    for (worker, rejected) in [("w", 3), ("x", 2), ("y", 0)] {
         assert_eq!(backend.rejections_of(&mut tx, worker).await.unwrap(), rejected, "{worker}");
     }
 }
