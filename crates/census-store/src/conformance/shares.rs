@@ -19,11 +19,13 @@ use crate::{Completion, JobStore, LeaseCheck, Role, StoreError};
 /// 100 made-up jobs: more than twice the least allowance.
 const HUNDRED: &str = "synthetic jobs=100 salt=11";
 
-/// The lease's time a hoarder asks for, short so that its leases expire.
-const SHORT: Duration = Duration::from_millis(50);
+/// The lease's time a hoarder asks for, short so that its leases expire
+/// within the test, long enough that they do not expire before the next
+/// two calls on a loaded machine (at 50 ms, Postgres's took longer once).
+const SHORT: Duration = Duration::from_secs(3);
 
-/// Past the expired leases' next look (`store/fronts.rs`) and `SHORT`.
-const PAST_SHORT: Duration = Duration::from_millis(1100);
+/// Past the expired leases' next look (`store/fronts.rs`, a second) and `SHORT`.
+const PAST_SHORT: Duration = Duration::from_millis(4100);
 
 pub(super) async fn a_hoarders_expired_leases_go_first_to_who_waits_and_in_shares(store: Arc<dyn JobStore>) {
     let run = store.create_run(&spec(HUNDRED, 1), &jobs(HUNDRED)).await.unwrap();
@@ -45,7 +47,9 @@ pub(super) async fn a_hoarders_expired_leases_go_first_to_who_waits_and_in_share
 }
 
 pub(super) async fn a_contended_lease_lives_one_ttl_however_heartbeated(store: Arc<dyn JobStore>) {
-    const LEASE: Duration = Duration::from_secs(1);
+    // Long enough that the leases outlive the next calls on a loaded
+    // machine; b looks again well past their end.
+    const LEASE: Duration = Duration::from_secs(3);
     let run = store.create_run(&spec(HUNDRED, 1), &jobs(HUNDRED)).await.unwrap();
     let leased_at = Instant::now();
     let held = store.lease(Some(run), "a", 1000, LEASE).await.unwrap();
@@ -57,7 +61,7 @@ pub(super) async fn a_contended_lease_lives_one_ttl_however_heartbeated(store: A
     tokio::time::sleep(LEASE / 2).await;
     let tokens: Vec<String> = held.iter().map(|lease| lease.token.clone()).collect();
     store.heartbeat("a", &tokens, LEASE).await.unwrap();
-    tokio::time::sleep((LEASE + Duration::from_millis(200)).saturating_sub(leased_at.elapsed())).await;
+    tokio::time::sleep((LEASE + Duration::from_millis(1100)).saturating_sub(leased_at.elapsed())).await;
     let taken = store.lease(Some(run), "b", 1000, TTL).await.unwrap();
     assert_eq!(taken.len(), 100, "a's leases ended one TTL after they began");
     let lost = store.heartbeat("a", &tokens, LEASE).await.unwrap();
