@@ -37,7 +37,7 @@
 //!
 //! **Headers first, the body outside the slot.** A call is admitted on its
 //! headers, its credential is checked in its slot, and only then is its
-//! body read, outside the slot ([`Admitted::outside`]), the call stepping
+//! body read, outside the slot (`Admitted::outside`), the call stepping
 //! back in when the body has come (`server.rs`). So a caller that presents
 //! no credential, or a made-up one, is refused before a byte of its body is
 //! read; and a slot is never held while a body is on its way, which its
