@@ -146,9 +146,11 @@ where
 {
     for property in properties() {
         eprintln!("conformance: {}", property.name);
+        let began = std::time::Instant::now();
         let store = make_store((property.config)()).await;
         property.check(store.clone()).await;
         store.close().await;
+        eprintln!("conformance: {} held ({:.1} s)", property.name, began.elapsed().as_secs_f64());
     }
 }
 

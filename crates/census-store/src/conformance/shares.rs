@@ -34,6 +34,10 @@ pub(super) async fn a_hoarders_expired_leases_go_first_to_who_waits_and_in_share
     assert!(store.lease(Some(run), "b", 100, TTL).await.unwrap().is_empty());
     assert!(store.has_work_for("b", Some(run)).await.unwrap(), "b waits for a's leases");
     tokio::time::sleep(PAST_SHORT).await;
+    // b polls as an idle worker does, so it still waits however long the
+    // calls above took (a wait is kept 5 s, `store/shares.rs`; the sleep
+    // alone leaves 0.9 s of it, which a loaded machine once used up).
+    assert!(store.has_work_for("b", Some(run)).await.unwrap(), "b still waits");
 
     // a's leases expired: a asks first, but they go to b first.
     let again = store.lease(Some(run), "a", 1000, TTL).await.unwrap();
@@ -59,6 +63,7 @@ pub(super) async fn a_contended_lease_lives_one_ttl_however_heartbeated(store: A
     // a heartbeats half-way: its leases are not extended past the first
     // TTL (without b waiting, they would be, to half a TTL later).
     tokio::time::sleep(LEASE / 2).await;
+    assert!(store.has_work_for("b", Some(run)).await.unwrap(), "b still waits");
     let tokens: Vec<String> = held.iter().map(|lease| lease.token.clone()).collect();
     store.heartbeat("a", &tokens, LEASE).await.unwrap();
     tokio::time::sleep((LEASE + Duration::from_millis(1100)).saturating_sub(leased_at.elapsed())).await;

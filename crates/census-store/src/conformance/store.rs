@@ -111,13 +111,17 @@ pub(super) async fn an_expired_lease_is_leased_again_and_the_old_attempt_is_refu
 
 pub(super) async fn heartbeats_keep_leases(store: Arc<dyn JobStore>) {
     let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
-    let leases = store.lease(Some(run), "w", 3, Duration::from_millis(200)).await.unwrap();
+    // Long enough that the heartbeat comes before its end on a loaded
+    // machine (200 ms was once too short for a loaded Postgres).
+    const LEASE: Duration = Duration::from_secs(2);
+    let leased_at = std::time::Instant::now();
+    let leases = store.lease(Some(run), "w", 3, LEASE).await.unwrap();
     let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
     let outcome = store.heartbeat("w", &tokens, TTL).await.unwrap();
     assert_eq!(outcome.extended, tokens);
     assert!(outcome.lost.is_empty());
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // Extended past the original 200 ms: nobody else gets them.
+    tokio::time::sleep((LEASE + Duration::from_millis(300)).saturating_sub(leased_at.elapsed())).await;
+    // Extended past the original lease: nobody else gets them.
     let others = store.lease(Some(run), "other", 3, TTL).await.unwrap();
     assert!(others.iter().all(|l| !leases.iter().any(|m| m.job_id == l.job_id)));
     let foreign = store.heartbeat("other", &tokens, TTL).await.unwrap();
