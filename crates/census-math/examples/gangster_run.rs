@@ -43,7 +43,9 @@ fn main() {
             _ => break,
         }
     }
+    let cpu = thread_cpu_seconds();
     let listed = jobs(4).expect("r = 4");
+    println!("job list: {:.1} CPU-s ({} gangsters)", thread_cpu_seconds() - cpu, listed.len());
     let table = SharedTable::new(4).expect("r = 4");
     let never = AtomicBool::new(false);
     if fill {

@@ -359,6 +359,19 @@ fn pairs(m: usize) -> usize {
     m * (m - 1) / 2
 }
 
+/// The number of ones in each 12-bit mask. A table, not `count_ones`: the
+/// portable x86-64 build has no popcount instruction, and its software
+/// popcount was most of a table row's colouring (the ranks below).
+static ONES: [u8; 1 << MAX_DIGITS] = {
+    let mut ones = [0u8; 1 << MAX_DIGITS];
+    let mut mask = 1;
+    while mask < ones.len() {
+        ones[mask] = ones[mask >> 1] + (mask & 1) as u8;
+        mask += 1;
+    }
+    ones
+};
+
 /// The rank of the partition whose blocks are the disjoint 3-digit masks
 /// `blocks` (any order), all n digits covered.
 fn partition_rank(blocks: &[u16], n: usize) -> usize {
@@ -369,7 +382,7 @@ fn partition_rank(blocks: &[u16], n: usize) -> usize {
         let low = remaining & remaining.wrapping_neg();
         let block = *blocks.iter().find(|&&b| b & low != 0).expect("the blocks cover the digits");
         let rest = remaining & !low;
-        let place = |digit: u16| (rest & (digit - 1)).count_ones() as usize;
+        let place = |digit: u16| usize::from(ONES[usize::from(rest & (digit - 1))]);
         let others = block & !low;
         let first = others & others.wrapping_neg();
         let (i, j) = (place(first), place(others & !first));

@@ -22,6 +22,9 @@
 
 use super::{MAX_DIGITS, MAX_R, Splits, color_orders, partition_rank, partitions, transversal_partitions};
 
+/// The most colour orders: r! for r = 4.
+const MAX_ORDERS: usize = 24;
+
 /// The colours each digit has (a bit per colour).
 type Used = [u8; MAX_DIGITS];
 
@@ -156,23 +159,26 @@ impl Colouring {
         for d in (0..3 * r as u8).filter(|&d| in_tail & (1 << d) == 0) {
             base |= 1 << (16 * missing(d, 0) + u64::from(d));
         }
-        let mut options: [Vec<u64>; 3] = Default::default();
-        for (column, options) in tail.iter().zip(options.iter_mut()) {
+        // On the stack: this runs once a state of every coloured row, and
+        // three vectors' allocations were a tenth of the fill.
+        let mut options = [[0u64; MAX_ORDERS]; 3];
+        let mut sizes = [0usize; 3];
+        for ((column, options), size) in tail.iter().zip(&mut options).zip(&mut sizes) {
             let key = (0..r).fold(0usize, |key, i| key | usize::from(used[usize::from(column[i])]) << (r * i));
             for &o in &self.fits[self.starts[key] as usize..self.starts[key + 1] as usize] {
                 let order = &self.orders[usize::from(o)];
-                let blocks = (0..r).fold(0u64, |blocks, i| {
+                options[*size] = (0..r).fold(0u64, |blocks, i| {
                     blocks | 1 << (16 * missing(column[i], 1 << order[i]) + u64::from(column[i]))
                 });
-                options.push(blocks);
+                *size += 1;
             }
         }
         if tail.len() < 3 {
-            options[2].push(0);
+            sizes[2] = 1;
         }
-        for &a in &options[0] {
-            for &b in &options[1] {
-                for &c in &options[2] {
+        for &a in &options[0][..sizes[0]] {
+            for &b in &options[1][..sizes[1]] {
+                for &c in &options[2][..sizes[2]] {
                     let blocks: [u16; MAX_R] =
                         std::array::from_fn(|colour| ((base | a | b | c) >> (16 * colour)) as u16);
                     w[partition_rank(&blocks[..r], 3 * r)] += count;
