@@ -231,15 +231,36 @@ fn column_masks(n: usize, labels: &[u8; MAX_DIGITS]) -> [u16; 3] {
 /// `among` is digit i); `mask` lies within `among`.
 #[inline]
 fn within(mask: u16, among: u16) -> u16 {
-    let (mut out, mut rest, mut place) = (0u16, among & 0xfff, 0);
-    while rest != 0 {
-        let low = rest & rest.wrapping_neg();
-        out |= u16::from(mask & low != 0) << place;
-        place += 1;
-        rest ^= low;
-    }
-    out
+    // Six digits at a time by table: every relabelled row's entry looks
+    // up a split this way, and a loop over the digits was a tenth of the fill.
+    let (low, high) = (usize::from(among & 63), usize::from((among >> 6) & 63));
+    let packed_low = u16::from(WITHIN_SIX[low][usize::from(mask & 63)]);
+    let packed_high = u16::from(WITHIN_SIX[high][usize::from((mask >> 6) & 63)]);
+    packed_low | packed_high << ONES[low]
 }
+
+/// [`within`] of six digits: `WITHIN_SIX[among][mask]`.
+static WITHIN_SIX: [[u8; 64]; 64] = {
+    let mut table = [[0u8; 64]; 64];
+    let mut among = 0;
+    while among < 64 {
+        let mut mask = 0;
+        while mask < 64 {
+            let (mut out, mut place, mut digit) = (0u8, 0, 0);
+            while digit < 6 {
+                if among & (1 << digit) != 0 {
+                    out |= (((mask >> digit) & 1) as u8) << place;
+                    place += 1;
+                }
+                digit += 1;
+            }
+            table[among][mask] = out;
+            mask += 1;
+        }
+        among += 1;
+    }
+    table
+};
 
 /// Every split in canonical labels, in lexicographic order (the plain split first).
 fn enumerate(
@@ -773,6 +794,20 @@ fn row_sum(a: &[u32], b: &[u32], reads: &[u32]) -> u64 {
 mod tests {
     use super::super::{completions_by_sum, gangsters};
     use super::*;
+
+    /// The tables behind `within` and `partition_rank` agree with the
+    /// digit-by-digit definitions, for every 12-digit `among`.
+    #[test]
+    fn within_packs_a_masks_digits_in_order() {
+        for among in 0u16..1 << 12 {
+            assert_eq!(u32::from(ONES[usize::from(among)]), among.count_ones());
+            for mask in [among, among & 0x555, among & 0xa3c, among & 0xf0f, among & 0x801, 0] {
+                let digits = (0..12).filter(|d| among & (1 << d) != 0);
+                let expected = digits.enumerate().fold(0u16, |out, (i, d)| out | ((mask >> d) & 1) << i);
+                assert_eq!(within(mask, among), expected, "{mask:012b} within {among:012b}");
+            }
+        }
+    }
 
     #[test]
     fn splits_and_nodes() {
