@@ -43,7 +43,7 @@ pub struct Args {
     /// repeats), each as a worker counts it: with the run of neighbouring
     /// jobs a worker's thread counts together with it (for 4x3, the 256
     /// jobs of the job list from a multiple of 256, about 2.0 CPU-s a
-    /// gangster: 8-11 CPU-minutes a run, after about 30 CPU-s to fill the
+    /// gangster: 8-11 CPU-minutes a run, after about 25 CPU-s to fill the
     /// process's table; other kinds count a job alone). Prints the N jobs'
     /// results, each as its run finishes (--neighbours: the runs' other
     /// jobs too), and on stderr what the count will take before it starts
@@ -296,11 +296,11 @@ fn plan_text(census: &Census, sample: &bench::Sample, threads: usize) -> String 
     if let Some(Shape { rows: 4, .. }) = census.as_kind::<Shape>() {
         // BENCHMARKS.md, "The 4x3 count": random runs, and the table fill.
         text += if counted > chosen {
-            "; a run of 256 takes about 8-11 CPU-minutes (about 2.0 CPU-s a gangster), after about 30 CPU-s \
+            "; a run of 256 takes about 8-11 CPU-minutes (about 2.0 CPU-s a gangster), after about 25 CPU-s \
              to fill the process's table (--alone: many times that a gangster, each paying its group's row moves)"
         } else {
             "; a gangster alone takes many times what it takes in its run (it pays its group's row moves alone), \
-             after about 30 CPU-s to fill the process's table"
+             after about 25 CPU-s to fill the process's table"
         };
     }
     text
