@@ -332,15 +332,15 @@ fn extend(pattern: &Pattern, stacks: usize, out: &mut Vec<(Pattern, u64)>) {
 /// Every permutation of [`PERMUTATIONS`] but the identity, a bit each.
 const ALL_BUT_IDENTITY: u8 = 0b11_1110;
 
-/// Splits row `i` on of `pattern` over the new stack's three columns
+/// Splits rows `i..` of `pattern` over the new stack's three columns
 /// (`room` digits left in each). Only splits that no permutation of the
 /// new stack's columns alone makes lesser are kept: the new stack is the
 /// last, so such a permutation changes only the last vectors' counts, in
 /// the order the rows are split, and a least pattern's triples there
 /// are at least their permutations' (`tied`: the permutations whose
 /// triples equalled them so far). A necessary condition, cheap to test
-/// here: the search still decides (it rejected 34 candidates of 35, most
-/// of them for this).
+/// here (without it the search rejected 34 candidates of 35, and the
+/// listing took 1.7 times as long); the search still decides.
 fn split_rows(
     pattern: &Pattern,
     i: usize,
