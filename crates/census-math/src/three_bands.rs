@@ -340,7 +340,7 @@ const ALL_BUT_IDENTITY: u8 = 0b11_1110;
 /// are at least their permutations' (`tied`: the permutations whose
 /// triples equalled them so far). A necessary condition, cheap to test
 /// here (without it the search rejected 34 candidates of 35, and the
-/// listing took 1.7 times as long); the search still decides.
+/// listing took 1.6 times as long); the search still decides.
 fn split_rows(
     pattern: &Pattern,
     i: usize,
