@@ -339,8 +339,8 @@ const ALL_BUT_IDENTITY: u8 = 0b11_1110;
 /// the order the rows are split, and a least pattern's triples there
 /// are at least their permutations' (`tied`: the permutations whose
 /// triples equalled them so far). A necessary condition, cheap to test
-/// here (without it the search rejected 34 candidates of 35, and the
-/// listing took 1.6 times as long); the search still decides.
+/// here (without it the search rejected 34 candidates of 35); the
+/// search still decides.
 fn split_rows(
     pattern: &Pattern,
     i: usize,
