@@ -36,7 +36,8 @@ pub(super) async fn a_hoarders_expired_leases_go_first_to_who_waits_and_in_share
     tokio::time::sleep(PAST_SHORT).await;
     // b polls as an idle worker does, so it still waits however long the
     // calls above took (a wait is kept 5 s, `store/shares.rs`; the sleep
-    // alone leaves 0.9 s of it, which a loaded machine once used up).
+    // alone leaves 0.9 s of it, which a loaded machine can use up: the
+    // likely cause of a landing CI's failure on both stores).
     assert!(store.has_work_for("b", Some(run)).await.unwrap(), "b still waits");
 
     // a's leases expired: a asks first, but they go to b first.

@@ -112,7 +112,7 @@ pub(super) async fn an_expired_lease_is_leased_again_and_the_old_attempt_is_refu
 pub(super) async fn heartbeats_keep_leases(store: Arc<dyn JobStore>) {
     let run = store.create_run(&russell(1), &jobs(RUSSELL)).await.unwrap();
     // Long enough that the heartbeat comes before its end on a loaded
-    // machine (200 ms was once too short for a loaded Postgres).
+    // machine (200 ms left little room for two calls to a loaded Postgres).
     const LEASE: Duration = Duration::from_secs(2);
     let leased_at = std::time::Instant::now();
     let leases = store.lease(Some(run), "w", 3, LEASE).await.unwrap();
