@@ -226,8 +226,7 @@ impl JobStore for Gated {
 
 async fn sqlite_store() -> Arc<dyn JobStore> {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("census-admission-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = census_testpg::scratch_dir("census-admission");
     let path = dir.join(format!("store-{}.db", NEXT.fetch_add(1, Ordering::SeqCst)));
     let _ = std::fs::remove_file(&path);
     census_store::connect(path.to_str().unwrap(), StoreConfig::default()).await.unwrap()

@@ -56,8 +56,7 @@ async fn call(channel: AuthChannel, path: &str, streaming: bool) -> Code {
 
 async fn start(public_read: bool) -> (String, Vec<(Role, String)>) {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("census-authorization-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = census_testpg::scratch_dir("census-authorization");
     let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let _ = std::fs::remove_file(&path);
     let store: Arc<dyn JobStore> = census_store::connect(path.to_str().unwrap(), StoreConfig::default()).await.unwrap();

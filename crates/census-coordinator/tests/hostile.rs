@@ -1331,8 +1331,7 @@ async fn a_flood_of_stale_reports_is_refused_and_quarantines(store: Arc<dyn JobS
 
 async fn sqlite_store(config: StoreConfig) -> Arc<dyn JobStore> {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("census-hostile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = census_testpg::scratch_dir("census-hostile");
     let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let _ = std::fs::remove_file(&path);
     census_store::connect(path.to_str().unwrap(), config).await.unwrap()

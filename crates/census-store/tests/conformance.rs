@@ -12,8 +12,7 @@ static OPENED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new())
 
 async fn sqlite_backend() -> SqlBackend {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("census-store-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = census_testpg::scratch_dir("census-store-test");
     let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let _ = std::fs::remove_file(&path);
     OPENED.lock().unwrap().push(format!("sqlite://{}", path.display()));

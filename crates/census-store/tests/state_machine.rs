@@ -71,8 +71,7 @@ fn checked_completion(lease: &Lease, worker: &str, count: u128) -> Completion {
 
 async fn play(redundancy: u32, steps: Vec<Step>) {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("census-state-machine-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = census_testpg::scratch_dir("census-state-machine");
     let path = dir.join(format!("{}.db", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let _ = std::fs::remove_file(&path);
     let config = StoreConfig { quarantine_after: 1000, ..StoreConfig::default() };

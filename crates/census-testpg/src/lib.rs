@@ -7,7 +7,8 @@
 //! one test. When the binaries are missing or the server does not start, the
 //! harness panics with the reason: a Postgres test never skips silently.
 //!
-//! [`SmallDisk`] is a small filesystem of a test's own (a tmpfs), to fill.
+//! [`SmallDisk`] is a small filesystem of a test's own (a tmpfs), to fill;
+//! [`scratch_dir`] a directory of the test process's own for its SQLite files.
 //!
 //! This crate is for tests only; nothing in the census depends on it at run time.
 //! The server dies with the test process (it is given a parent-death signal),
@@ -173,7 +174,7 @@ impl Cluster {
     fn init_with(dir: PathBuf, password: Option<&str>) -> Cluster {
         let initdb = binary("initdb");
         let account = server_account();
-        remove_stale_directories();
+        remove_stale_directories("census-testpg");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the test server's directory");
         if let Some((uid, gid)) = account {
@@ -364,19 +365,40 @@ impl Drop for OwnServer {
     }
 }
 
-/// Removes the directories of earlier test servers whose processes are gone.
-fn remove_stale_directories() {
+/// The directory `<temp>/<prefix>-<pid>` of this test process's own, created
+/// if need be, for the files its tests make (SQLite databases). No test
+/// process can remove its own when it ends (statics are never dropped), so
+/// the first call of a prefix in a process removes the directories of that
+/// prefix left by test processes that are gone: a machine that runs the
+/// tests again and again keeps one generation of them, not every one.
+pub fn scratch_dir(prefix: &str) -> PathBuf {
+    static CLEANED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut cleaned = CLEANED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !cleaned.iter().any(|done| done == prefix) {
+            remove_stale_directories(prefix);
+            cleaned.push(prefix.to_owned());
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create the test directory {}: {e}", dir.display()));
+    dir
+}
+
+/// Removes the directories `<prefix>-<pid>[-...]` under the temp dir whose
+/// processes are gone.
+fn remove_stale_directories(prefix: &str) {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
-            .and_then(|n| n.strip_prefix("census-testpg-"))
+            .and_then(|n| n.strip_prefix(prefix)?.strip_prefix('-'))
             .and_then(|p| p.split('-').next()?.parse::<u32>().ok())
         else {
             continue;
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        if entry.path().is_dir() && !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
