@@ -715,6 +715,8 @@ fn chaos_of_workers_coordinator_and_postgres_loses_nothing() {
     assert_eq!(status["n0"], N0);
     assert_counted_once(&cluster, 440);
     assert_eq!(cluster.sql("SELECT COUNT(*) FROM rejections"), "0", "nobody lied");
+    // Nor was an honest report refused for what the crashes did (issue 44).
+    assert_eq!(cluster.sql("SELECT COUNT(*) FROM refused_reports"), "0", "no report refused");
 }
 
 #[test]
