@@ -180,7 +180,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         // The clone that was made ready serves this call (tower's rule).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -213,25 +213,24 @@ where
             let turn = if need == Need::Read { Some(coordinator.read_turn().await) } else { None };
             let response =
                 match auth::authorize(&coordinator.config.auth, coordinator.store.as_ref(), &metadata, need).await {
-                    Ok(caller) => match kind {
+                    Ok(caller) => {
                         // The body only now, outside the slot (`admission`,
                         // "Headers first"): a made-up credential never made
                         // the coordinator read one, and a body that does
                         // not come holds no slot.
-                        Some(kind) => match read_body_outside(&coordinator, kind, &caller, &admitted, request).await {
+                        let request = match kind {
+                            Some(kind) => read_body_outside(&coordinator, kind, &caller, &admitted, request).await,
+                            None => Ok(request),
+                        };
+                        match request {
                             Ok(mut request) => {
                                 request.extensions_mut().insert(caller);
                                 request.extensions_mut().insert(admitted.clone());
                                 inner.call(request).await
                             }
                             Err(refused) => Ok(refused.into_http()),
-                        },
-                        None => {
-                            request.extensions_mut().insert(caller);
-                            request.extensions_mut().insert(admitted.clone());
-                            inner.call(request).await
                         }
-                    },
+                    }
                     Err(refused) => Ok(refused.into_http()),
                 };
             drop(turn);
