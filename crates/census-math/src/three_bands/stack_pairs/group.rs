@@ -287,7 +287,11 @@ impl Side {
     fn new(k: usize, met: &[u16]) -> Side {
         // Positions are 16 bits.
         assert!(met.len() <= 1 << 16, "more than 2^16 splits met");
-        Side { whole: 4 * met.len() >= k, place: vec![UNMET; k], order: Vec::new(), blocks: blocks::blocks() }
+        // Gathering a split costs more than transposing one, but below half
+        // of them it does less work: a run of ten small groups (jobs
+        // 144,384 on) took 0.91 x the time with this bound as with a
+        // quarter; runs of larger groups transpose whole either way.
+        Side { whole: 2 * met.len() >= k, place: vec![UNMET; k], order: Vec::new(), blocks: blocks::blocks() }
     }
 
     /// Follows a choice's renaming: where each position's block is, or
