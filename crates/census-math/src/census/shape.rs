@@ -180,18 +180,18 @@ impl CensusKind for Shape {
 
     /// 4x3 gangsters next to each other share their first three stacks
     /// (runs of 403 on average), and a count of such a run reads each pair
-    /// of table rows once for all of them ([`JobCounter::count_many`]):
-    /// alone a gangster costs about 60 core-seconds, in a run of 256 about
-    /// 4 to 5 (BENCHMARKS.md). 256 keeps a thread's run within half an
+    /// of table rows once for all of them ([`JobCounter::count_many`]): in
+    /// a run of 256 a gangster costs about 2 CPU-seconds (BENCHMARKS.md,
+    /// "The 4x3 count"). 256 keeps a thread's run within a quarter of an
     /// hour. 1 for 2 x c.
     fn jobs_counted_together(&self) -> u32 {
         if self.two_bands() { 1 } else { 256 }
     }
 
     /// A 4 x 3 thread leases [`CensusKind::jobs_counted_together`]
-    /// gangsters, about 5 s each counted together and about 120 s more to
-    /// fill the process's table (BENCHMARKS.md): under an hour here, so
-    /// four hours leaves room for a slower or busier machine. A 2 x 6 job
+    /// gangsters, about 2 CPU-s each counted together and about 30 s more
+    /// to fill the process's table (BENCHMARKS.md): 8 to 11 minutes here,
+    /// so four hours leaves room for a much slower or busier machine. A 2 x 6 job
     /// by search takes an hour (median; 2.9 h at most in a sample of 50):
     /// twelve hours.
     fn longest_lease(&self) -> Option<Duration> {

@@ -24,7 +24,7 @@ pub struct Args {
         value_parser = super::CensusParser,
         conflicts_with_all = ["stage", "counter", "limit"],
         help = super::kinds_help(
-            "Count another kind of census instead, whole, in-process (whole, 4x3 takes about 80 core-hours and 2x6 about a million: docs/twelve.md)"
+            "Count another kind of census instead, whole, in-process (whole, 4x3 takes about 90 core-hours and 2x6 about a million: docs/twelve.md)"
         )
     )]
     census: Option<Census>,
@@ -42,8 +42,9 @@ pub struct Args {
     /// With --census: count only N jobs chosen at random (without
     /// repeats), each as a worker counts it: with the run of neighbouring
     /// jobs a worker's thread counts together with it (for 4x3, the 256
-    /// jobs of the job list from a multiple of 256, about 2.0 CPU-s a
-    /// gangster: 8-11 CPU-minutes a run, after about 25 CPU-s to fill the
+    /// jobs of the job list from a multiple of 256, about 2 CPU-s a
+    /// gangster, more when the run crosses groups: 8-11 CPU-minutes a run
+    /// of one or two groups, after about 25 CPU-s to fill the
     /// process's table; other kinds count a job alone). Prints the N jobs'
     /// results, each as its run finishes (--neighbours: the runs' other
     /// jobs too), and on stderr what the count will take before it starts
@@ -296,7 +297,7 @@ fn plan_text(census: &Census, sample: &bench::Sample, threads: usize) -> String 
     if let Some(Shape { rows: 4, .. }) = census.as_kind::<Shape>() {
         // BENCHMARKS.md, "The 4x3 count": random runs, and the table fill.
         text += if counted > chosen {
-            "; a run of 256 takes about 8-11 CPU-minutes (about 2.0 CPU-s a gangster), after about 25 CPU-s \
+            "; a run of 256 takes about 8-11 CPU-minutes (about 2 CPU-s a gangster, more when it crosses groups), after about 25 CPU-s \
              to fill the process's table (--alone: many times that a gangster, each paying its group's row moves)"
         } else {
             "; a gangster alone takes many times what it takes in its run (it pays its group's row moves alone), \
