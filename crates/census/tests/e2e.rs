@@ -314,6 +314,9 @@ struct Cluster {
     port: u16,
     children: Vec<Child>,
     secrets: std::path::PathBuf,
+    /// The stderr of its coordinators and workers, one file each, for
+    /// [`Cluster::diagnosis`]: kept when the test fails.
+    logs: std::path::PathBuf,
     /// Its SQLite file, if it has one: removed after the children are.
     database_file: Option<TempDb>,
 }
@@ -334,12 +337,16 @@ impl Cluster {
         let secrets = std::env::temp_dir().join(format!("census-e2e-secrets-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&secrets);
         std::fs::create_dir_all(&secrets).unwrap();
+        let logs = census_testpg::scratch_dir("census-e2e-logs").join(port.to_string());
+        let _ = std::fs::remove_dir_all(&logs);
+        std::fs::create_dir_all(&logs).unwrap();
         let cluster = Cluster {
             database_url,
             address: format!("127.0.0.1:{port}"),
             port,
             children: Vec::new(),
             secrets,
+            logs,
             database_file: None,
         };
         cluster.create_token("operator", "ops");
@@ -367,9 +374,16 @@ impl Cluster {
             .args(["coordinator", "--database-url", &self.database_url, "--listen", &self.address])
             .args(extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(self.log("coordinator"))
             .spawn()
             .unwrap()
+    }
+
+    /// The file `name`'s stderr goes to, appended to: a coordinator
+    /// restarted, or a worker started again, adds to its file.
+    fn log(&self, name: &str) -> std::fs::File {
+        let path = self.logs.join(format!("{name}.log"));
+        std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap()
     }
 
     fn worker(&self, name: &str) -> Child {
@@ -390,7 +404,7 @@ impl Cluster {
             .args(["--token-file", &token])
             .args(extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(self.log(&format!("worker-{name}")))
             .spawn()
             .unwrap()
     }
@@ -436,10 +450,47 @@ impl Cluster {
                 (seen, since) = (now, Instant::now());
             } else if since.elapsed() > STALL {
                 let _ = worker.kill();
-                panic!("no result stored for {STALL:?}: worker {} hangs (hang detector)", worker.id());
+                panic!(
+                    "no result stored for {STALL:?}: worker {} hangs (hang detector)\n{}",
+                    worker.id(),
+                    self.diagnosis()
+                );
             }
             std::thread::sleep(Duration::from_secs(1));
         }
+    }
+
+    /// What a hang detector prints before it fails: the end of each
+    /// process's stderr, the coordinator's status, and the jobs as the
+    /// store has them. Each part says why it is missing, if it is.
+    fn diagnosis(&self) -> String {
+        let mut said = String::new();
+        let mut logs: Vec<_> = std::fs::read_dir(&self.logs).unwrap().flatten().map(|entry| entry.path()).collect();
+        logs.sort();
+        for log in logs {
+            let log_text = std::fs::read_to_string(&log).unwrap_or_else(|e| format!("(unreadable: {e})"));
+            let lines: Vec<&str> = log_text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+            said += &format!("--- the last {} lines of {}\n{tail}\n", lines.len().min(60), log.display());
+        }
+        let status = census()
+            .args(["status", "--coordinator", &self.address, "--json", "--token-file", &self.operator_token()])
+            .output();
+        let status = status.map_or_else(|e| e.to_string(), |output| text(&output));
+        said += &format!("--- census status --json\n{status}\n");
+        for query in [
+            "SELECT run_id, stage, state, COUNT(*), SUM(votes), MIN(id), MAX(id) FROM jobs GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+            "SELECT j.id, j.stage, j.state, j.round, j.votes, j.failures, j.lease_owner, j.lease_expires_at, \
+             (SELECT string_agg(r.worker || ':' || r.outcome || ':r' || r.round, ',') FROM results r WHERE r.job_id = j.id) \
+             FROM jobs j WHERE j.state <> 'done' ORDER BY j.id LIMIT 40",
+            "SELECT (extract(epoch FROM now()) * 1000)::bigint AS now_ms",
+        ] {
+            let output =
+                Command::new(census_testpg::binary("psql")).args([&self.database_url, "-A", "-c", query]).output();
+            let output = output.map_or_else(|e| e.to_string(), |output| text(&output));
+            said += &format!("--- {query}\n{output}\n");
+        }
+        said
     }
 
     fn sql(&self, query: &str) -> String {
@@ -459,6 +510,9 @@ impl Drop for Cluster {
             let _ = child.wait();
         }
         let _ = std::fs::remove_dir_all(&self.secrets);
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.logs);
+        }
     }
 }
 
