@@ -871,9 +871,15 @@ pub trait QueueStorage: Transactions {
     /// Unfinished, uncancelled runs (or only `run`, if it is one), highest
     /// priority first, then oldest.
     async fn open_runs(&self, tx: Option<&mut Self::Tx>, run: Option<RunId>) -> Result<Vec<OpenRun>, StoreError>;
-    /// How many leases the identity holds at `now`: its leased jobs whose
-    /// lease expires at `now` or later.
-    async fn held_leases(&self, tx: &mut Self::Tx, worker: &str, now: i64) -> Result<i64, StoreError>;
+    /// How many leases the identity holds at `now` (of `run` only, if
+    /// given): its leased jobs whose lease expires at `now` or later.
+    async fn held_leases(
+        &self,
+        tx: &mut Self::Tx,
+        worker: &str,
+        run: Option<RunId>,
+        now: i64,
+    ) -> Result<i64, StoreError>;
     /// How many jobs the identity holds in the leased state, expired or
     /// not: the count the database keeps by itself (see the module's
     /// rules; SQL: migration `owner_leases`), a few rows to read, and never

@@ -132,6 +132,7 @@ properties!(
     queue::a_job_a_full_scan_passed_goes_to_the_next_identity,
     shares::a_hoarders_expired_leases_go_first_to_who_waits_and_in_shares,
     shares::a_contended_lease_lives_one_ttl_however_heartbeated,
+    shares::a_contended_lease_within_the_least_allowance_lives_while_heartbeated,
     shares::reports_of_leases_not_held_past_a_bound_are_refused_and_quarantine with capped,
     shares::made_up_job_ids_past_a_bound_are_refused_and_quarantine with capped,
 );

@@ -1,6 +1,8 @@
 //! Fair shares (`store/shares.rs`): while another identity waits for a
 //! run's jobs, an identity's expired leases go to it first, its leases
-//! live one TTL at most, and it is handed no more than an equal share; and
+//! live one TTL at most if it holds more than it may be expected to count
+//! (and while heartbeated if not), and it is handed no more than an equal
+//! share; and
 //! reports of leases not held past a bound are refused, each a rejection
 //! or, when the report names no job that exists, a refused report
 //! (issue 44: one token held all 440 jobs of a run and re-leased them the
@@ -72,6 +74,33 @@ pub(super) async fn a_contended_lease_lives_one_ttl_however_heartbeated(store: A
     assert_eq!(taken.len(), 100, "a's leases ended one TTL after they began");
     let lost = store.heartbeat("a", &tokens, LEASE).await.unwrap();
     assert!(lost.extended.is_empty(), "{lost:?}");
+}
+
+/// 4 made-up jobs: fewer than the least allowance.
+const FOUR: &str = "synthetic jobs=4 salt=12";
+
+/// Two identities, each counting a run's last jobs (a quorum of two's)
+/// more slowly than one TTL, took them from each other for ever while the
+/// other waited, and nothing was stored (a 2x5 layers run on a loaded
+/// machine, 300 s without a result). An identity that holds no more than
+/// it may be expected to count keeps its leases while it heartbeats, with
+/// another waiting.
+pub(super) async fn a_contended_lease_within_the_least_allowance_lives_while_heartbeated(store: Arc<dyn JobStore>) {
+    // Heartbeats every second are well within it on a loaded machine.
+    const LEASE: Duration = Duration::from_secs(3);
+    let run = store.create_run(&spec(FOUR, 1), &jobs(FOUR)).await.unwrap();
+    let leased_at = Instant::now();
+    let held = store.lease(Some(run), "a", 1000, LEASE).await.unwrap();
+    assert_eq!(held.len(), 4);
+    let tokens: Vec<String> = held.iter().map(|lease| lease.token.clone()).collect();
+    // Past the first TTL and one more heartbeat, b waiting all along.
+    while leased_at.elapsed() < LEASE + Duration::from_secs(2) {
+        assert!(store.lease(Some(run), "b", 100, TTL).await.unwrap().is_empty(), "a holds every job");
+        assert!(store.has_work_for("b", Some(run)).await.unwrap(), "b waits for a's leases");
+        let beat = store.heartbeat("a", &tokens, LEASE).await.unwrap();
+        assert_eq!(beat.extended.len(), 4, "{:?} after it began", leased_at.elapsed());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 pub(super) async fn reports_of_leases_not_held_past_a_bound_are_refused_and_quarantine(store: Arc<dyn JobStore>) {

@@ -85,12 +85,14 @@ impl QueueStorage for SqlBackend {
         Ok(rows.into_iter().map(|row| OpenRun { id: row.id, max_lease_ms: row.max_lease_ms }).collect())
     }
 
-    async fn held_leases(&self, tx: &mut SqlTx, worker: &str, now: i64) -> Result<i64, StoreError> {
+    async fn held_leases(&self, tx: &mut SqlTx, worker: &str, run: Option<RunId>, now: i64) -> Result<i64, StoreError> {
         sqlx::query_scalar(
-            "SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND lease_owner = $1 AND lease_expires_at >= $2",
+            "SELECT COUNT(*) FROM jobs WHERE state = 'leased' AND lease_owner = $1 AND lease_expires_at >= $2
+             AND ($3 < 0 OR run_id = $3)",
         )
         .bind(worker)
         .bind(now)
+        .bind(run.unwrap_or(-1))
         .fetch_one(&mut **tx)
         .await
         .db()

@@ -91,7 +91,7 @@ impl<B: StorageBackend> Store<B> {
         let max = if counted + max <= cap {
             max
         } else {
-            max.min(cap - self.backend.held_leases(&mut tx, worker, now).await?)
+            max.min(cap - self.backend.held_leases(&mut tx, worker, None, now).await?)
         };
         if max <= 0 {
             return Ok(Vec::new());
@@ -284,6 +284,35 @@ impl<B: StorageBackend> Store<B> {
         Ok(false)
     }
 
+    /// The runs another identity waits for in which `worker` holds more
+    /// leases at `now` than it may be expected to count: the most of the
+    /// least allowance (or the jobs its census counts together) and twice
+    /// its results recorded there lately (`shares.rs`). Its leases of these
+    /// runs live one TTL at most; of the others, while heartbeated, however
+    /// long a job takes: else two identities that each count a run's open
+    /// jobs more slowly than one TTL (a quorum of two on a loaded machine)
+    /// would take them from each other for ever, and nothing be stored.
+    async fn capped_runs(&self, worker: &str, now: i64) -> Result<Vec<RunId>, StoreError> {
+        let contended = self.shares.runs_others_wait_for(worker, Instant::now());
+        if contended.is_empty() {
+            return Ok(contended);
+        }
+        let mut tx = self.backend.begin().await?;
+        let mut capped = Vec::new();
+        for run in contended {
+            let together = self.run_facts(run).await?.census.jobs_counted_together();
+            let floor = shares::FLOOR.max(u64::from(together));
+            // No open jobs, nobody else: the allowance without its equal share.
+            let expected = self.shares.allowance(run, worker, floor, 0, 0, Instant::now());
+            let held = self.backend.held_leases(&mut tx, worker, Some(run), now).await?;
+            if u64::try_from(held).unwrap_or(0) > expected {
+                capped.push(run);
+            }
+        }
+        self.backend.commit(tx).await?;
+        Ok(capped)
+    }
+
     pub(super) async fn extend_leases(
         &self,
         worker: &str,
@@ -294,9 +323,10 @@ impl<B: StorageBackend> Store<B> {
         // A token that names no job was never a lease: lost, not looked for.
         let leases: Vec<(JobId, &str)> =
             tokens.iter().filter_map(|token| Some((job_of_token(token)?, token.as_str()))).collect();
-        // Where another identity waits, a lease lives one TTL at most
+        // Where another identity waits, a lease of an identity that holds
+        // more than it may be expected to count lives one TTL at most
         // (`shares.rs`).
-        let contended = self.shares.runs_others_wait_for(worker, Instant::now());
+        let contended = self.capped_runs(worker, now).await?;
         let extend = ExtendLeases {
             worker,
             leases: &leases,

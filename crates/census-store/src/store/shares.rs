@@ -19,9 +19,16 @@
 //!   census counts together), twice the results it had recorded in the run
 //!   in its last two lease lifetimes, and an equal share of the run's open
 //!   jobs among the identities waiting and itself;
-//! - has its leases of the run heartbeated only while they are younger than
+//! - if it holds more of the run's jobs than it may be expected to count
+//!   (its allowance without the equal share: [`FLOOR`], or the jobs its
+//!   census counts together, or twice its results recorded lately), has
+//!   its leases of the run heartbeated only while they are younger than
 //!   one lease TTL (the run's own lifetime where its census asks for
-//!   longer): a hoarder's leases end within two TTLs instead of an hour;
+//!   longer): a hoarder's leases end within two TTLs instead of an hour.
+//!   An identity that holds no more keeps its leases while it heartbeats
+//!   them, however long its jobs take: two identities each counting a
+//!   run's last jobs more slowly than one TTL (a quorum of two on a loaded
+//!   machine) took them from each other for ever, and nothing was stored;
 //! - does not take back its own leases of the run that expired within the
 //!   last TTL: they go to another identity first, and come back to it only
 //!   if nobody else takes them (a job all others voted on).

@@ -42,7 +42,9 @@ pub(super) async fn held_leases_are_the_unexpired_ones<B: StorageBackend>(backen
     for (worker, now, held) in
         [("w", NOW, 3), ("w", NOW + TTL, 3), ("w", NOW + TTL + 1, 0), ("x", NOW, 1), ("y", NOW, 0)]
     {
-        assert_eq!(backend.held_leases(&mut tx, worker, now).await.unwrap(), held, "{worker} at {now}");
+        assert_eq!(backend.held_leases(&mut tx, worker, None, now).await.unwrap(), held, "{worker} at {now}");
+        assert_eq!(backend.held_leases(&mut tx, worker, Some(run), now).await.unwrap(), held, "{worker} in its run");
+        assert_eq!(backend.held_leases(&mut tx, worker, Some(run + 1), now).await.unwrap(), 0, "{worker} elsewhere");
     }
 }
 
