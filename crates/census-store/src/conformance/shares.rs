@@ -86,8 +86,9 @@ const FOUR: &str = "synthetic jobs=4 salt=12";
 /// it may be expected to count keeps its leases while it heartbeats, with
 /// another waiting.
 pub(super) async fn a_contended_lease_within_the_least_allowance_lives_while_heartbeated(store: Arc<dyn JobStore>) {
-    // Heartbeats every second are well within it on a loaded machine.
-    const LEASE: Duration = Duration::from_secs(3);
+    // Heartbeats every second are well within it on a loaded machine (a
+    // stall of five seconds between two would fail the test, not the code).
+    const LEASE: Duration = Duration::from_secs(6);
     let run = store.create_run(&spec(FOUR, 1), &jobs(FOUR)).await.unwrap();
     let leased_at = Instant::now();
     let held = store.lease(Some(run), "a", 1000, LEASE).await.unwrap();
