@@ -35,6 +35,7 @@ use super::{MAX_DIGITS, MAX_R, Pattern, ThreeBandError, check_r};
 mod blocks;
 mod colouring;
 mod group;
+mod symmetry;
 mod values;
 
 use colouring::Colouring;
@@ -347,25 +348,43 @@ fn node_permutation(r: usize, n: usize, split: &[u8; MAX_DIGITS]) -> ([u8; 9], P
 
 /// The middle band's choices in one stack given the top band's columns
 /// there: each as (middle split, bottom split, whether the middle's
-/// columns come before the bottom's as label lists).
+/// columns come before the bottom's as label lists), in the order of
+/// [`stack_moves`].
 fn stack_choices(r: usize, top: &[u8], splits: &Splits) -> Vec<(u16, u16, bool)> {
     let n = top.len();
     let mut out = Vec::new();
-    for moves in 0u32..(1 << n) {
-        let mut per_column = [0usize; 3];
+    for moves in stack_moves(r, top) {
         let mut middle = [0u8; MAX_DIGITS];
         let mut bottom = [0u8; MAX_DIGITS];
         for d in 0..n {
-            let shift = if moves & (1 << d) != 0 { 1 } else { 2 };
-            middle[d] = (top[d] + shift) % 3;
+            middle[d] = (top[d] + shift(moves, d)) % 3;
             bottom[d] = 3 - top[d] - middle[d];
-            per_column[usize::from(middle[d])] += 1;
         }
-        if per_column == [r; 3] {
-            out.push((splits.index_of(&middle), splits.index_of(&bottom), middle[..n] < bottom[..n]));
-        }
+        out.push((splits.index_of(&middle), splits.index_of(&bottom), middle[..n] < bottom[..n]));
     }
     out
+}
+
+/// The middle band's choices in one stack given the top band's columns
+/// there, as *moves*: bit d set when digit d's middle column is one right
+/// of its top column (mod 3), clear when two right. Ascending; the
+/// bottom band's choice is the complement.
+fn stack_moves(r: usize, top: &[u8]) -> Vec<u16> {
+    let n = top.len();
+    (0u16..(1 << n))
+        .filter(|&moves| {
+            let mut per_column = [0usize; 3];
+            for d in 0..n {
+                per_column[usize::from((top[d] + shift(moves, d)) % 3)] += 1;
+            }
+            per_column == [r; 3]
+        })
+        .collect()
+}
+
+/// How many columns right of its top column digit d's middle column is.
+fn shift(moves: u16, d: usize) -> u8 {
+    if moves & (1 << d) != 0 { 1 } else { 2 }
 }
 
 /// The partitions of the n = 3r digits into r unordered 3-sets, ranked

@@ -186,6 +186,7 @@ pub(super) fn sums() -> Box<Sums> {
 /// of an offset and two loads of a block, scaled by the processor's
 /// addressing (fewer instructions a term: the kernel is bound by how many
 /// the processor issues as much as by the cache).
+#[derive(Clone)]
 pub(super) struct Terms {
     /// Where each segment (a run of one member's terms) starts in
     /// `middle` and `bottom`, and the end.
@@ -213,40 +214,58 @@ impl Terms {
     /// positions.
     #[cfg(test)]
     pub(super) fn new(pairs: &[Vec<(u16, u16)>]) -> Terms {
-        Terms::tiled(pairs, 1 << 14, 1 << 14)
+        Terms::tiled(pairs, |pair| pair, 1 << 14, 1 << 14)
     }
 
-    /// [`Terms::new`] in tiles: first the terms whose middle position is
-    /// below `tile_m` and bottom position below `tile_l` (member by member),
-    /// then the next tile, so that the blocks a tile reads stay in the
-    /// second-level cache while it is summed.
-    pub(super) fn tiled(pairs: &[Vec<(u16, u16)>], tile_m: usize, tile_l: usize) -> Terms {
-        assert!(pairs.len() <= 1 << 16, "more than 2^16 members");
+    /// [`Terms::new`] of the pairs moved by `at`, in tiles: first the
+    /// terms whose middle position is below `tile_m` and bottom position
+    /// below `tile_l` (member by member), then the next tile, so that the
+    /// blocks a tile reads stay in the second-level cache while it is
+    /// summed.
+    pub(super) fn tiled(
+        pairs: &[Vec<(u16, u16)>],
+        at: impl Fn((u16, u16)) -> (u16, u16),
+        tile_m: usize,
+        tile_l: usize,
+    ) -> Terms {
+        let members = pairs.len();
+        assert!(members <= 1 << 16, "more than 2^16 members");
         let (tile_m, tile_l) = (tile_m.max(1), tile_l.max(1));
-        let tiles = |tile: usize| POSITIONS.div_ceil(tile);
-        let tile_of = |(m, l): (u16, u16)| (usize::from(m) / tile_m, usize::from(l) / tile_l);
-        let mut used: Vec<(usize, usize)> = pairs.iter().flatten().map(|&pair| tile_of(pair)).collect();
-        used.sort_unstable();
-        used.dedup();
-        debug_assert!(used.iter().all(|&(a, b)| a < tiles(tile_m) && b < tiles(tile_l)));
-        let len = pairs.iter().map(Vec::len).sum();
-        let mut terms = Terms {
-            starts: vec![0],
-            members: Vec::new(),
-            middle: Vec::with_capacity(len),
-            bottom: Vec::with_capacity(len),
+        let moved: Vec<(u16, u16)> = pairs.iter().flatten().map(|&pair| at(pair)).collect();
+        let tiles_l = moved.iter().map(|&(_, l)| usize::from(l) / tile_l + 1).max().unwrap_or(1);
+        let tiles = tiles_l * moved.iter().map(|&(m, _)| usize::from(m) / tile_m + 1).max().unwrap_or(1);
+        // A counting sort by (tile, member): each segment's terms in the
+        // order the member lists them.
+        let key = |member: usize, (m, l): (u16, u16)| {
+            (usize::from(m) / tile_m * tiles_l + usize::from(l) / tile_l) * members + member
         };
-        for tile in used {
-            for (member, member_pairs) in pairs.iter().enumerate() {
-                let before = terms.middle.len();
-                for &(m, l) in member_pairs.iter().filter(|&&pair| tile_of(pair) == tile) {
-                    terms.middle.push(offset(m));
-                    terms.bottom.push(offset(l));
-                }
-                if terms.middle.len() > before {
-                    terms.starts.push(terms.middle.len() as u32);
-                    terms.members.push(member as u16);
-                }
+        let mut starts = vec![0u32; tiles * members + 1];
+        let mut moved_terms = moved.iter();
+        for (member, member_pairs) in pairs.iter().enumerate() {
+            for &pair in moved_terms.by_ref().take(member_pairs.len()) {
+                starts[key(member, pair) + 1] += 1;
+            }
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let len = moved.len();
+        let (mut middle, mut bottom) = (vec![0u16; len], vec![0u16; len]);
+        let mut next = starts.clone();
+        let mut moved_terms = moved.iter();
+        for (member, member_pairs) in pairs.iter().enumerate() {
+            for &(m, l) in moved_terms.by_ref().take(member_pairs.len()) {
+                let slot = &mut next[key(member, (m, l))];
+                middle[*slot as usize] = offset(m);
+                bottom[*slot as usize] = offset(l);
+                *slot += 1;
+            }
+        }
+        let mut terms = Terms { starts: vec![0], members: Vec::new(), middle, bottom };
+        for (segment, range) in starts.windows(2).enumerate() {
+            if range[1] > range[0] {
+                terms.starts.push(range[1]);
+                terms.members.push((segment % members) as u16);
             }
         }
         terms

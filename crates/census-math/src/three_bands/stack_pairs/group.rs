@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::blocks::{self, Blocks, WIDTH};
 use super::values::{CAPACITY, Known};
-use super::{Perm, ROW_ORDERS, Renamer, StackPairTable, row_sum, stack_choices};
+use super::{Perm, ROW_ORDERS, Renamer, StackPairTable, row_sum, stack_choices, symmetry};
 use crate::three_bands::{MAX_R, Pattern, ThreeBandError};
 
 /// One choice of the middle band's columns in a stack: the middle band's
@@ -22,6 +22,8 @@ type Choice = (u16, u16, bool);
 /// The choices a group's count runs over.
 struct Group {
     r: usize,
+    /// The first member's top band: each digit's columns.
+    top: Vec<[u8; MAX_R]>,
     /// The choices of each of the first r - 1 stacks (the same for every member).
     shared: Vec<Vec<Choice>>,
     /// Per member, the choices of its last stack.
@@ -65,11 +67,11 @@ impl StackPairTable {
             return Ok(out);
         }
         let group = self.group(patterns)?;
-        let firsts = self.first_two(&group).into_iter().skip(part).step_by(parts);
+        let firsts = || self.first_two(&group).into_iter().skip(part).step_by(parts);
         let totals = match r {
-            2 => self.sum_two_stacks(firsts, cancel)?,
-            3 => self.sum_by_rows(&group, firsts, cancel)?,
-            _ => self.sum_by_blocks(&group, firsts, cancel)?,
+            2 => self.sum_two_stacks(firsts(), cancel)?,
+            3 => self.sum_by_rows(&group, firsts(), cancel)?,
+            _ => self.sum_by_blocks(&group, part, parts, cancel)?,
         };
         // The table holds b / r!, and each term stands for itself and its swap.
         let rows_ordered = u128::from(ROW_ORDERS[r]).pow(2);
@@ -102,7 +104,7 @@ impl StackPairTable {
             met_l[usize::from(l)] = true;
         }
         let met = |flags: &[bool]| -> Vec<u16> { (0..k as u16).filter(|&x| flags[usize::from(x)]).collect() };
-        Ok(Group { r, met_m: met(&met_m), met_l: met(&met_l), shared, last })
+        Ok(Group { r, top: tops[0].clone(), met_m: met(&met_m), met_l: met(&met_l), shared, last })
     }
 
     /// The choices of the first two stacks whose middle columns come first
@@ -119,13 +121,18 @@ impl StackPairTable {
                 continue;
             }
             for &(m1, l1, _) in second {
-                let (node_m, perm_m) = self.splits.renaming(m0, m1);
-                let (node_l, perm_l) = self.splits.renaming(l0, l1);
-                firsts.push(FirstTwo { node_m, node_l, perm_m, perm_l });
+                firsts.push(self.renamed((m0, l0), (m1, l1)));
             }
         }
         firsts.sort_unstable_by_key(|first| (first.node_m, first.node_l));
         firsts
+    }
+
+    /// A choice of the first two stacks (middle and bottom splits of each), renamed.
+    fn renamed(&self, (m0, l0): (u16, u16), (m1, l1): (u16, u16)) -> FirstTwo {
+        let (node_m, perm_m) = self.splits.renaming(m0, m1);
+        let (node_l, perm_l) = self.splits.renaming(l0, l1);
+        FirstTwo { node_m, node_l, perm_m, perm_l }
     }
 
     /// r = 2: a term is the two node rows' one value each.
@@ -192,61 +199,69 @@ impl StackPairTable {
         Ok(totals)
     }
 
-    /// r = 4: for each choice of the first two stacks, the rows of the
-    /// third stack's choices are read [`WIDTH`] at a time into blocks, one
-    /// block per last-stack split met, and each member's terms are the
-    /// products of its pairs of blocks.
+    /// r = 4: the choices of the first two stacks up to the group's
+    /// symmetries ([`symmetry`]): for each orbit's standing choice, the
+    /// rows of the third stack's choices are read [`WIDTH`] at a time into
+    /// blocks, one block per last-stack split the members or their images
+    /// meet, and the terms of each choice of the orbit are the products of
+    /// the members' pairs of blocks, moved by its relabelling.
     fn sum_by_blocks(
         &self,
         group: &Group,
-        firsts: impl Iterator<Item = FirstTwo>,
+        part: usize,
+        parts: usize,
         cancel: &AtomicBool,
     ) -> Result<Vec<u128>, ThreeBandError> {
         let k = self.splits.count();
-        // Per member, its last stack's choices as positions in the met
-        // lists, which do not change with the renaming.
-        let positions = |met: &[u16]| -> Vec<u16> {
-            let mut at = vec![u16::MAX; k];
-            for (p, &y) in met.iter().enumerate() {
-                at[usize::from(y)] = p as u16;
-            }
-            at
-        };
-        let (at_m, at_l) = (positions(&group.met_m), positions(&group.met_l));
-        let pairs: Vec<Vec<(u16, u16)>> = group
-            .last
-            .iter()
-            .map(|choices| choices.iter().map(|&(m, l, _)| (at_m[usize::from(m)], at_l[usize::from(l)])).collect())
+        let generators = symmetry::symmetries(&group.top, group.r - 1);
+        let first_flags: Vec<bool> = group.shared[0].iter().map(|&(_, _, first)| first).collect();
+        let mut orbits: Vec<(FirstTwo, Vec<Perm>)> = symmetry::orbits(group.r, &group.top, &first_flags, &generators)
+            .into_iter()
+            .skip(part)
+            .step_by(parts)
+            .map(|orbit| {
+                let (m0, l0, _) = group.shared[0][orbit.first];
+                let (m1, l1, _) = group.shared[1][orbit.second];
+                (self.renamed((m0, l0), (m1, l1)), orbit.images)
+            })
             .collect();
-        // Blocks are read by position whatever the renaming ([`Side`]), so
-        // the terms are made once, in tiles of the positions.
-        let tile = |met: &[u16]| met.len().div_ceil(TILES);
-        let terms = blocks::Terms::tiled(&pairs, tile(&group.met_m), tile(&group.met_l));
-        let mut sums = blocks::sums();
+        // Consecutive choices then read the same two node slabs of the
+        // table (2 x 133 MB) instead of all nine (1.2 GB).
+        orbits.sort_unstable_by_key(|(first, _)| (first.node_m, first.node_l));
+        // Blocks are kept for every split a relabelled member meets.
+        let closed_m = symmetry::closure(&self.splits, &group.met_m, &generators);
+        let closed_l = symmetry::closure(&self.splits, &group.met_l, &generators);
+        let mut terms = TermsOf::new(group, &closed_m, &closed_l, &self.splits);
         let third = &group.shared[2];
+        let mut sums = blocks::sums();
         let mut known = Known::new();
-        let (mut middle, mut bottom) = (Side::new(k, &group.met_m), Side::new(k, &group.met_l));
+        let (mut middle, mut bottom) = (Side::new(k, &closed_m), Side::new(k, &closed_l));
         let (mut by_split, missing) = (vec![0u16; k], vec![blocks::ZERO; k]);
         let mut totals = vec![0u128; group.last.len()];
-        for first in firsts {
+        for (first, images) in &orbits {
             if cancel.load(Ordering::Relaxed) {
                 return Err(ThreeBandError::Cancelled);
             }
             let (rename_m, rename_l) = (self.splits.renamer(&first.perm_m), self.splits.renamer(&first.perm_l));
-            middle.rename(&group.met_m, &rename_m, &mut by_split);
-            bottom.rename(&group.met_l, &rename_l, &mut by_split);
+            middle.rename(&closed_m, &rename_m, &mut by_split);
+            bottom.rename(&closed_l, &rename_l, &mut by_split);
             let x_m: Vec<u16> = third.iter().map(|&(m, _, _)| rename_m.apply(m)).collect();
             let x_l: Vec<u16> = third.iter().map(|&(_, l, _)| rename_l.apply(l)).collect();
-            for (x_m, x_l) in x_m.chunks(WIDTH).zip(x_l.chunks(WIDTH)) {
-                let (mut rows_m, mut rows_l) = ([missing.as_slice(); WIDTH], [missing.as_slice(); WIDTH]);
-                for (i, (&row_m, &row_l)) in x_m.iter().zip(x_l).enumerate() {
-                    rows_m[i] = self.row(self.row_of(first.node_m, row_m), cancel)?;
-                    rows_l[i] = self.row(self.row_of(first.node_l, row_l), cancel)?;
+            for batch in terms.batches(images) {
+                let batch = terms.of(batch);
+                for (x_m, x_l) in x_m.chunks(WIDTH).zip(x_l.chunks(WIDTH)) {
+                    let (mut rows_m, mut rows_l) = ([missing.as_slice(); WIDTH], [missing.as_slice(); WIDTH]);
+                    for (i, (&row_m, &row_l)) in x_m.iter().zip(x_l).enumerate() {
+                        rows_m[i] = self.row(self.row_of(first.node_m, row_m), cancel)?;
+                        rows_l[i] = self.row(self.row_of(first.node_l, row_l), cancel)?;
+                    }
+                    self.values.update(&mut known);
+                    middle.read(&rows_m, known.values());
+                    bottom.read(&rows_l, known.values());
+                    for terms in &batch {
+                        blocks::term_sums(&middle.blocks, &bottom.blocks, terms, &mut sums);
+                    }
                 }
-                self.values.update(&mut known);
-                middle.read(&rows_m, known.values());
-                bottom.read(&rows_l, known.values());
-                blocks::term_sums(&middle.blocks, &bottom.blocks, &terms, &mut sums);
             }
             for (total, member) in totals.iter_mut().zip(sums.iter_mut()) {
                 *total += member.0.iter().map(|&lane| u128::from(lane)).sum::<u128>();
@@ -254,6 +269,118 @@ impl StackPairTable {
             }
         }
         Ok(totals)
+    }
+}
+
+/// The terms of a group's members relabelled by the elements of orbits
+/// ([`StackPairTable::sum_by_blocks`]): made once for each relabelling and
+/// kept while they fit [`TermsOf::KEEP`], made again each time past it.
+struct TermsOf<'a> {
+    splits: &'a super::Splits,
+    /// Per member, its last stack's choices as positions in the met lists.
+    pairs: Vec<Vec<(u16, u16)>>,
+    met_m: &'a [u16],
+    met_l: &'a [u16],
+    /// Each split's position in the blocks (among the closed lists), or
+    /// [`UNMET`].
+    at_m: Vec<u16>,
+    at_l: Vec<u16>,
+    tile_m: usize,
+    tile_l: usize,
+    /// The terms made so far, by relabelling, and their size in bytes.
+    kept: std::collections::HashMap<Perm, blocks::Terms>,
+    kept_bytes: usize,
+    /// The bytes of one relabelling's terms.
+    bytes: usize,
+}
+
+impl<'a> TermsOf<'a> {
+    /// Terms kept across orbits, in bytes.
+    const KEEP: usize = 64 << 20;
+    /// Terms of one batch of an orbit's elements (the blocks are read
+    /// again for each batch), in bytes.
+    const BATCH: usize = 16 << 20;
+
+    fn new(group: &'a Group, closed_m: &[u16], closed_l: &[u16], splits: &'a super::Splits) -> TermsOf<'a> {
+        let k = splits.count();
+        let positions = |list: &[u16]| -> Vec<u16> {
+            let mut at = vec![UNMET; k];
+            for (p, &y) in list.iter().enumerate() {
+                at[usize::from(y)] = p as u16;
+            }
+            at
+        };
+        let (met_at_m, met_at_l) = (positions(&group.met_m), positions(&group.met_l));
+        let pairs: Vec<Vec<(u16, u16)>> = group
+            .last
+            .iter()
+            .map(|choices| {
+                choices.iter().map(|&(m, l, _)| (met_at_m[usize::from(m)], met_at_l[usize::from(l)])).collect()
+            })
+            .collect();
+        let bytes = 4 * pairs.iter().map(Vec::len).sum::<usize>() + 64;
+        // A tile's blocks, half of each band's, fit in the second-level
+        // cache with the terms streaming past.
+        let tile = |list: &[u16]| list.len().div_ceil(TILES);
+        TermsOf {
+            splits,
+            pairs,
+            met_m: &group.met_m,
+            met_l: &group.met_l,
+            at_m: positions(closed_m),
+            at_l: positions(closed_l),
+            tile_m: tile(closed_m),
+            tile_l: tile(closed_l),
+            kept: std::collections::HashMap::new(),
+            kept_bytes: 0,
+            bytes,
+        }
+    }
+
+    /// The orbit's elements in batches of [`TermsOf::BATCH`] bytes of terms.
+    fn batches<'b>(&self, images: &'b [Perm]) -> std::slice::Chunks<'b, Perm> {
+        images.chunks((Self::BATCH / self.bytes).max(1))
+    }
+
+    /// The terms of each relabelling of `batch`: a member's choice (y_m,
+    /// y_l) relabelled by σ⁻¹, at the positions of its blocks.
+    fn of(&mut self, batch: &[Perm]) -> Vec<std::borrow::Cow<'_, blocks::Terms>> {
+        let mut made: Vec<Option<blocks::Terms>> = Vec::with_capacity(batch.len());
+        for sigma in batch {
+            if self.kept.contains_key(sigma) {
+                made.push(None);
+                continue;
+            }
+            let terms = self.make(sigma);
+            if self.kept_bytes + self.bytes <= Self::KEEP {
+                self.kept.insert(*sigma, terms);
+                self.kept_bytes += self.bytes;
+                made.push(None);
+            } else {
+                made.push(Some(terms));
+            }
+        }
+        batch
+            .iter()
+            .zip(made)
+            .map(|(sigma, made)| match made {
+                Some(terms) => std::borrow::Cow::Owned(terms),
+                None => std::borrow::Cow::Borrowed(&self.kept[sigma]),
+            })
+            .collect()
+    }
+
+    fn make(&self, sigma: &Perm) -> blocks::Terms {
+        let back = self.splits.renamer(&symmetry::inverse(sigma, self.splits.n));
+        let moved =
+            |met: &[u16], at: &[u16]| -> Vec<u16> { met.iter().map(|&y| at[usize::from(back.apply(y))]).collect() };
+        let (to_m, to_l) = (moved(self.met_m, &self.at_m), moved(self.met_l, &self.at_l));
+        blocks::Terms::tiled(
+            &self.pairs,
+            |(m, l)| (to_m[usize::from(m)], to_l[usize::from(l)]),
+            self.tile_m,
+            self.tile_l,
+        )
     }
 }
 
