@@ -25,7 +25,9 @@
 //! Swapping the middle and bottom bands maps the choices onto themselves
 //! without fixed points and keeps each term, so only the first-stack
 //! choices whose middle columns precede their bottom columns are summed,
-//! twice.
+//! twice. For r = 4 the relabellings that keep a group's first three
+//! stacks also map the choices of the first two onto each other
+//! (`symmetry`): the rows are read once for each orbit.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -15,8 +15,9 @@
 //! shared by the members), and each member's terms are then products of
 //! contiguous blocks (`term_sums`), which the processor does eight at a
 //! time. A block is written where its split's position in the group is,
-//! whatever the renaming, so the terms are made once a group, in tiles of
-//! the positions that keep the blocks they read in the second-level cache.
+//! whatever the renaming, so the terms are made once a group (once for each
+//! relabelling of its members, `super::symmetry`), in tiles of the
+//! positions that keep the blocks they read in the second-level cache.
 
 use super::values::CAPACITY;
 
@@ -178,8 +179,8 @@ pub(super) fn sums() -> Box<Sums> {
 
 /// The products of blocks a group's count takes for each choice of the
 /// first two stacks, member by member: each member's pairs of a middle
-/// position and a bottom position. Made once a group: positions do not
-/// change with the renaming.
+/// position and a bottom position. Made once a group for each relabelling
+/// of its members: positions do not change with the renaming.
 ///
 /// A position p is kept as 4 p, its block's offset in 64-bit words, in two
 /// lists of 16-bit numbers, so that the kernel reads a term as two loads

@@ -6,7 +6,10 @@
 //! 3 the node rows are the rows a term reads, summed row by row. For r = 4
 //! the rows of the third stack's choices are read a few at a time into
 //! blocks, and the members' terms are dense products of blocks
-//! ([`super::blocks`]).
+//! ([`super::blocks`]); the choices are taken up to the relabellings that
+//! keep the group's first three stacks ([`super::symmetry`]), so the rows
+//! are read once for each orbit of choices, and the terms of each of its
+//! choices are the members' terms moved.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
