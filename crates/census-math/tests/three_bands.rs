@@ -83,7 +83,7 @@ fn first_three_stacks(pattern: &Pattern) -> Vec<[u8; 3]> {
 ///   144544; the sample's header says how it was found);
 /// - three more of his last GangSet (144535, 144538, 144540).
 ///
-/// About eight CPU-minutes in release, on two threads sharing one table (BENCHMARKS.md): the
+/// About two CPU-minutes in release, on two threads sharing one table (BENCHMARKS.md): the
 /// table rows these groups read are filled as they are first read.
 #[test]
 fn twenty_one_gangsters_have_silvers_published_counts() {

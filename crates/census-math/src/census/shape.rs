@@ -181,7 +181,7 @@ impl CensusKind for Shape {
     /// 4x3 gangsters next to each other share their first three stacks
     /// (runs of 403 on average), and a count of such a run reads each pair
     /// of table rows once for all of them ([`JobCounter::count_many`]): in
-    /// a run of 256 a gangster costs about 2 CPU-seconds (BENCHMARKS.md,
+    /// a run of 256 a gangster costs about 1.3 CPU-seconds (BENCHMARKS.md,
     /// "The 4x3 count"). 256 keeps a thread's run within a quarter of an
     /// hour. 1 for 2 x c.
     fn jobs_counted_together(&self) -> u32 {
@@ -189,8 +189,8 @@ impl CensusKind for Shape {
     }
 
     /// A 4 x 3 thread leases [`CensusKind::jobs_counted_together`]
-    /// gangsters, about 2 CPU-s each counted together and about 30 s more
-    /// to fill the process's table (BENCHMARKS.md): 8 to 11 minutes here,
+    /// gangsters, about 1.3 CPU-s each counted together and about 30 s more
+    /// to fill the process's table (BENCHMARKS.md): 5 to 7 minutes here,
     /// so four hours leaves room for a much slower or busier machine. A 2 x 6 job
     /// by search takes an hour (median; 2.9 h at most in a sample of 50):
     /// twelve hours.

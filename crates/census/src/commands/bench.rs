@@ -24,7 +24,7 @@ pub struct Args {
         value_parser = super::CensusParser,
         conflicts_with_all = ["stage", "counter", "limit"],
         help = super::kinds_help(
-            "Count another kind of census instead, whole, in-process (whole, 4x3 takes about 90 core-hours and 2x6 about a million: docs/twelve.md)"
+            "Count another kind of census instead, whole, in-process (whole, 4x3 takes about 50 core-hours and 2x6 about a million: docs/twelve.md)"
         )
     )]
     census: Option<Census>,
@@ -42,8 +42,8 @@ pub struct Args {
     /// With --census: count only N jobs chosen at random (without
     /// repeats), each as a worker counts it: with the run of neighbouring
     /// jobs a worker's thread counts together with it (for 4x3, the 256
-    /// jobs of the job list from a multiple of 256, about 2 CPU-s a
-    /// gangster, more when the run crosses groups: 8-11 CPU-minutes a run
+    /// jobs of the job list from a multiple of 256, about 1.3 CPU-s a
+    /// gangster, more when the run crosses groups: 5-7 CPU-minutes a run
     /// of one or two groups, after about 25 CPU-s to fill the
     /// process's table; other kinds count a job alone). Prints the N jobs'
     /// results, each as its run finishes (--neighbours: the runs' other
@@ -297,7 +297,7 @@ fn plan_text(census: &Census, sample: &bench::Sample, threads: usize) -> String 
     if let Some(Shape { rows: 4, .. }) = census.as_kind::<Shape>() {
         // BENCHMARKS.md, "The 4x3 count": random runs, and the table fill.
         text += if counted > chosen {
-            "; a run of 256 takes about 8-11 CPU-minutes (about 2 CPU-s a gangster, more when it crosses groups), after about 25 CPU-s \
+            "; a run of 256 takes about 5-7 CPU-minutes (about 1.3 CPU-s a gangster, more when it crosses groups), after about 25 CPU-s \
              to fill the process's table (--alone: many times that a gangster, each paying its group's row moves)"
         } else {
             "; a gangster alone takes many times what it takes in its run (it pays its group's row moves alone), \
@@ -435,7 +435,7 @@ mod tests {
         let together = Sample::choose(144_578, 2, 7, 256);
         let text = plan_text(&census, &together, 2);
         assert!(text.starts_with("2 job(s) chosen by --seed 7, each counted in its run of neighbours"), "{text}");
-        assert!(text.contains("512 jobs") && text.contains("a run of 256 takes about 8-11 CPU-minutes"), "{text}");
+        assert!(text.contains("512 jobs") && text.contains("a run of 256 takes about 5-7 CPU-minutes"), "{text}");
         let alone = plan_text(&census, &Sample::choose(144_578, 1, 7, 1), 1);
         assert!(alone.contains("a gangster alone takes many times what it takes in its run"), "{alone}");
         let shape: Census = "shape boxes=2x3".parse().unwrap();
